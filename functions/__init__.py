@@ -1,0 +1,1 @@
+"""Punctual Lambda functions: pure core plus three thin handlers."""

@@ -1,0 +1,124 @@
+"""Settings every function reads from its environment.
+
+``ENV`` is the single source of truth for the variable names: the CDK construct
+imports it to set them, the handlers read them through :func:`load_settings`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+MAX_DELAY_SECONDS = 900  # SQS DelaySeconds ceiling
+META_PK = "__punctual__"  # partition of internal bookkeeping rows (never a task)
+META_ARM_SK = "rule"
+# PutRule replaces every attribute it is not given: the construct and the arming code share this.
+RULE_DESCRIPTION = "Punctual poller trigger: a one-shot cron re-armed by Punctual; do not edit"
+
+
+@dataclass(frozen=True)
+class Settings:
+    table_name: str = "punctual"
+    partition_key_value: str = "scheduler"
+    delay_queue_url: str = ""
+    delivery_queue_url: str = ""
+    rejected_queue_url: str = ""
+    rule_name: str = "punctual-poller"
+    # A poll sends every task due within this many seconds of its start (<= 900).
+    window_seconds: int = 900
+    # The rule is armed this long before the next unsent task is due; it must
+    # cover EventBridge firing anywhere in the minute plus the target's start delay.
+    lead_seconds: int = 120
+    # A sent row still present this long after it should have been visible is an orphan.
+    orphan_grace_seconds: int = 300
+    # Sends of one row before it is moved to the rejected queue as undeliverable.
+    max_attempts: int = 5
+    # Consumer: a message this close to due waits in-process; farther, it is put back.
+    max_wait_ms: int = 2000
+    # A meta arming older than this is treated as dead (its poll never ran).
+    stale_arm_seconds: int = 900
+    log_payloads: bool = False
+    metrics_namespace: str = "Punctual"
+    send_workers: int = 16
+    extra: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.window_seconds <= MAX_DELAY_SECONDS:
+            raise ValueError(f"window_seconds must be 1..{MAX_DELAY_SECONDS}, got {self.window_seconds}")
+        if self.lead_seconds < 0:
+            raise ValueError("lead_seconds must be >= 0")
+        if self.window_seconds < self.lead_seconds + 60:
+            # The rule fires anywhere in its minute: a poll armed lead seconds before a
+            # task may start up to lead + 60 s before it, and must still reach it.
+            raise ValueError(
+                f"window_seconds ({self.window_seconds}) must be >= lead_seconds + 60 "
+                f"({self.lead_seconds + 60})"
+            )
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        if self.partition_key_value == META_PK:
+            raise ValueError(f"partition_key_value {META_PK!r} is reserved")
+
+    @property
+    def window_ms(self) -> int:
+        return self.window_seconds * 1000
+
+    @property
+    def lead_ms(self) -> int:
+        return self.lead_seconds * 1000
+
+    @property
+    def orphan_grace_ms(self) -> int:
+        return self.orphan_grace_seconds * 1000
+
+
+# attribute -> environment variable name
+ENV: dict[str, str] = {
+    "table_name": "PUNCTUAL_TABLE_NAME",
+    "partition_key_value": "PUNCTUAL_PARTITION_KEY_VALUE",
+    "delay_queue_url": "PUNCTUAL_DELAY_QUEUE_URL",
+    "delivery_queue_url": "PUNCTUAL_DELIVERY_QUEUE_URL",
+    "rejected_queue_url": "PUNCTUAL_REJECTED_QUEUE_URL",
+    "rule_name": "PUNCTUAL_RULE_NAME",
+    "window_seconds": "PUNCTUAL_WINDOW_SECONDS",
+    "lead_seconds": "PUNCTUAL_LEAD_SECONDS",
+    "orphan_grace_seconds": "PUNCTUAL_ORPHAN_GRACE_SECONDS",
+    "max_attempts": "PUNCTUAL_MAX_ATTEMPTS",
+    "max_wait_ms": "PUNCTUAL_MAX_WAIT_MS",
+    "stale_arm_seconds": "PUNCTUAL_STALE_ARM_SECONDS",
+    "log_payloads": "PUNCTUAL_LOG_PAYLOADS",
+    "metrics_namespace": "PUNCTUAL_METRICS_NAMESPACE",
+    "send_workers": "PUNCTUAL_SEND_WORKERS",
+}
+
+
+def _coerce(kind: type, raw: str) -> object:
+    if kind is bool:
+        return raw.strip().lower() in ("1", "true", "yes", "on")
+    if kind is int:
+        return int(raw)
+    return raw
+
+
+def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+    environ = os.environ if environ is None else environ
+    types = {f.name: f.type for f in fields(Settings)}
+    values: dict[str, object] = {}
+    for attr, var in ENV.items():
+        if var in environ:
+            kind = {"int": int, "bool": bool}.get(str(types[attr]), str)
+            values[attr] = _coerce(kind, environ[var])
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+def to_environment(settings: Settings, only: tuple[str, ...] | None = None) -> dict[str, str]:
+    """Inverse of :func:`load_settings` (used by the construct and the local stack)."""
+    out = {}
+    for attr, var in ENV.items():
+        if only is not None and attr not in only:
+            continue
+        value = getattr(settings, attr)
+        out[var] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return out

@@ -1,0 +1,223 @@
+"""Tasks, delay-queue messages, delivered events and rejections (pydantic).
+
+A *row* is a DynamoDB item in attribute-value form; :func:`task_from_item` turns
+it into a :class:`Task` or raises :class:`RowRejected` with a reason code.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .clock import iso_ms
+from .ddbjson import UnsupportedValue, item_to_plain, to_plain
+from .keys import InvalidKey, decode_sk
+
+# Bookkeeping attributes Punctual writes on a row (prefixed so user rows never clash).
+ATTR_ENQUEUED_MS = "punctual_enqueued_ms"
+ATTR_ATTEMPT = "punctual_attempt"
+# SQS caps a message at 256 KiB; the envelope (key up to 1 KiB, times, ids) needs < 4 KiB.
+MAX_EVENT_BYTES = 262_144
+MAX_PAYLOAD_BYTES = MAX_EVENT_BYTES - 4096
+EVENT_NAMESPACE = uuid.UUID("6b1c3f0e-5d0a-4c7e-9a55-70756e637475")
+
+
+def dumps(obj: Any) -> str:
+    """Compact, deterministic JSON (the wire format for every message we send)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+class RowRejected(ValueError):
+    def __init__(self, code: str, reason: str):
+        super().__init__(f"{code}: {reason}")
+        self.code = code
+        self.reason = reason
+
+
+class Task(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    pk: str
+    sk: str
+    id: str
+    due_ms: int
+    payload: dict[str, Any]
+    enqueued_ms: int | None = None
+    attempt: int = 0
+
+    @property
+    def event_id(self) -> str:
+        return event_id(self.pk, self.sk)
+
+
+def event_id(pk: str, sk: str) -> str:
+    """Stable id of the delivery of row (pk, sk): the same on every duplicate."""
+    return str(uuid.uuid5(EVENT_NAMESPACE, f"{pk}\x00{sk}"))
+
+
+def _plain_str(item: dict[str, Any], name: str) -> str | None:
+    av = item.get(name)
+    if isinstance(av, dict) and "S" in av and isinstance(av["S"], str):
+        return av["S"]
+    return None
+
+
+def _plain_int(item: dict[str, Any], name: str) -> int | None:
+    av = item.get(name)
+    if isinstance(av, dict) and "N" in av:
+        try:
+            value = to_plain(av)
+        except UnsupportedValue:
+            return None
+        return int(value) if isinstance(value, (int, float)) else None
+    return None
+
+
+def task_from_item(item: dict[str, Any], partition: str) -> Task:
+    """Validate one row (attribute-value form) as a task, or raise :class:`RowRejected`."""
+    if not isinstance(item, dict):
+        raise RowRejected("malformed", "row is not a map")
+    pk = _plain_str(item, "pk")
+    if pk is None:
+        raise RowRejected("wrong_pk", "pk is missing or not a string")
+    if pk != partition:
+        raise RowRejected("wrong_pk", f"pk {pk[:64]!r} is not the scheduler partition {partition!r}")
+    if "sk" not in item:
+        raise RowRejected("malformed", "sk is missing")
+    sk = _plain_str(item, "sk")
+    if sk is None:
+        raise RowRejected("not_a_string", "sk is not a string attribute")
+    try:
+        key = decode_sk(sk)
+    except InvalidKey as exc:
+        raise RowRejected(exc.code, exc.reason) from exc
+    if "payload" not in item:
+        raise RowRejected("missing_payload", "payload attribute is missing")
+    raw = item["payload"]
+    if not isinstance(raw, dict) or "M" not in raw:
+        kind = next(iter(raw), "?") if isinstance(raw, dict) else type(raw).__name__
+        raise RowRejected("payload_not_map", f"payload must be a map (M), got {kind}")
+    try:
+        payload = to_plain(raw)
+    except (UnsupportedValue, RecursionError) as exc:
+        raise RowRejected("payload_unsupported", str(exc)[:200]) from exc
+    try:
+        size = len(dumps(payload).encode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise RowRejected("payload_unsupported", str(exc)[:200]) from exc
+    if size > MAX_PAYLOAD_BYTES:
+        raise RowRejected("oversize", f"payload is {size} bytes as JSON, limit {MAX_PAYLOAD_BYTES}")
+    return Task(
+        pk=pk,
+        sk=sk,
+        id=key.id,
+        due_ms=key.due_ms,
+        payload=payload,
+        enqueued_ms=_plain_int(item, ATTR_ENQUEUED_MS),
+        attempt=_plain_int(item, ATTR_ATTEMPT) or 0,
+    )
+
+
+def key_of(item: dict[str, Any]) -> dict[str, Any]:
+    """The primary key of a row, as attribute values."""
+    return {"pk": item["pk"], "sk": item["sk"]}
+
+
+class DelayMessage(BaseModel):
+    """Body of a delay-queue message: a pointer to the row, never its payload."""
+
+    pk: str
+    sk: str
+    due_ms: int
+    attempt: int = 1
+    enqueued_ms: int
+
+    def body(self) -> str:
+        return dumps(self.model_dump())
+
+
+class DeliveredEvent(BaseModel):
+    """Body of each delivery-queue message (see README: delivered event)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    event_id: str
+    id: str
+    key: str
+    due: str
+    due_ms: int
+    payload: dict[str, Any]
+    delivered_at: str
+    delivered_at_ms: int
+    lateness_ms: int
+    attempt: int
+    publication_timestamp: int = Field(alias="publicationTimestamp")
+
+    @classmethod
+    def for_task(cls, task: Task, delivered_at_ms: int, attempt: int) -> DeliveredEvent:
+        return cls(
+            event_id=task.event_id,
+            id=task.id,
+            key=task.sk,
+            due=iso_ms(task.due_ms),
+            due_ms=task.due_ms,
+            payload=task.payload,
+            delivered_at=iso_ms(delivered_at_ms),
+            delivered_at_ms=delivered_at_ms,
+            lateness_ms=delivered_at_ms - task.due_ms,
+            attempt=attempt,
+            publicationTimestamp=task.due_ms,
+        )
+
+    def body(self) -> str:
+        return dumps(self.model_dump(by_alias=True))
+
+
+class Rejection(BaseModel):
+    """What an operator sees for a refused row (rejected-rows queue body and log line)."""
+
+    code: str
+    reason: str
+    pk: str | None = None
+    sk: str | None = None
+    source: str
+    rejected_at: str
+    item: dict[str, Any] = Field(default_factory=dict, description="the row as DynamoDB JSON")
+
+    @classmethod
+    def of(cls, item: dict[str, Any], exc: RowRejected, source: str, now_ms: int) -> Rejection:
+        return cls(
+            code=exc.code,
+            reason=exc.reason,
+            pk=_plain_str(item, "pk") if isinstance(item, dict) else None,
+            sk=_plain_str(item, "sk") if isinstance(item, dict) else None,
+            source=source,
+            rejected_at=iso_ms(now_ms),
+            item=_jsonable(item),
+        )
+
+    def body(self) -> str:
+        return dumps(self.model_dump())
+
+
+def _jsonable(item: Any) -> dict[str, Any]:
+    """The raw row in DynamoDB JSON, with binary as base64 so it can be queued."""
+    import base64
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, (bytes, bytearray)):
+            return base64.b64encode(bytes(v)).decode("ascii")
+        if isinstance(v, dict):
+            return {str(k): walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple, set)):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(item) if isinstance(item, dict) else {"value": repr(item)[:1000]}
+
+
+def plain_item(item: dict[str, Any]) -> dict[str, Any]:
+    return item_to_plain(item)

@@ -1,0 +1,117 @@
+"""Window planning: what a poll sends, with which DelaySeconds, and when to poll next.
+
+Pure functions of (now, rows, settings). Times are epoch ms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .config import MAX_DELAY_SECONDS
+from .cron import minute_not_after, minute_not_before
+from .models import Task
+
+
+class RowState(str, Enum):
+    NEW = "new"  # never sent
+    IN_FLIGHT = "in_flight"  # sent; its message should still arrive
+    ORPHAN = "orphan"  # sent, but still present well after it should have been delivered
+    EXHAUSTED = "exhausted"  # orphaned after max attempts: undeliverable
+
+
+def delay_seconds(due_ms: int, now_ms: int) -> int:
+    """SQS DelaySeconds for a task: ceil (never early), 0 when past due, at most 900."""
+    remaining = due_ms - now_ms
+    if remaining <= 0:
+        return 0
+    return min(-(-remaining // 1000), MAX_DELAY_SECONDS)
+
+
+def visible_at(task: Task) -> int:
+    """When the task's current message should become visible."""
+    if task.enqueued_ms is None:
+        return task.due_ms
+    return max(task.due_ms, task.enqueued_ms)
+
+
+def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int) -> RowState:
+    if task.enqueued_ms is None:
+        return RowState.NEW
+    if now_ms <= visible_at(task) + orphan_grace_ms:
+        return RowState.IN_FLIGHT
+    if task.attempt >= max_attempts:
+        return RowState.EXHAUSTED
+    return RowState.ORPHAN
+
+
+@dataclass(frozen=True)
+class Send:
+    task: Task
+    delay_seconds: int
+
+
+@dataclass
+class WindowPlan:
+    sends: list[Send] = field(default_factory=list)
+    exhausted: list[Task] = field(default_factory=list)
+    in_flight: int = 0
+    # Latest time a poll must follow to find orphans among rows of this window.
+    orphan_check_ms: int | None = None
+
+
+def plan_window(
+    now_ms: int,
+    tasks: Iterable[Task],
+    window_ms: int,
+    orphan_grace_ms: int,
+    max_attempts: int,
+) -> WindowPlan:
+    """Plan a poll at ``now_ms`` over rows read up to ``now_ms + window_ms``.
+
+    New rows and orphans due within the window are sent (past-due rows count);
+    rows beyond the window are ignored (the next poll takes them).
+    """
+    if not 0 < window_ms <= MAX_DELAY_SECONDS * 1000:
+        raise ValueError(f"window must be 1..{MAX_DELAY_SECONDS * 1000} ms, got {window_ms}")
+    end = now_ms + window_ms
+    plan = WindowPlan()
+    checks: list[int] = []
+    for task in tasks:
+        if task.due_ms > end:
+            continue
+        state = row_state(task, now_ms, orphan_grace_ms, max_attempts)
+        if state in (RowState.NEW, RowState.ORPHAN):
+            plan.sends.append(Send(task, delay_seconds(task.due_ms, now_ms)))
+            checks.append(max(task.due_ms, now_ms) + orphan_grace_ms)
+        elif state is RowState.IN_FLIGHT:
+            plan.in_flight += 1
+            checks.append(visible_at(task) + orphan_grace_ms)
+        else:
+            plan.exhausted.append(task)
+    plan.sends.sort(key=lambda s: s.task.sk)
+    plan.orphan_check_ms = max(checks) if checks else None
+    return plan
+
+
+def next_poll_minute(
+    now_ms: int,
+    next_unsent_due_ms: int | None,
+    orphan_check_ms: int | None,
+    lead_ms: int,
+) -> int | None:
+    """Start of the minute to arm the rule for, or None to disable it.
+
+    - an unsent task due at ``d`` needs a poll that starts by ``d - lead``: the
+      latest minute starting at or before it (the poll lands inside the minute);
+    - rows in flight need a poll after ``orphan_check_ms`` so a lost message is
+      found: the first minute starting at or after it.
+    Both are clamped to a minute that has not begun.
+    """
+    candidates = []
+    if next_unsent_due_ms is not None:
+        candidates.append(minute_not_after(next_unsent_due_ms - lead_ms, now_ms))
+    if orphan_check_ms is not None:
+        candidates.append(minute_not_before(orphan_check_ms, now_ms))
+    return min(candidates) if candidates else None

@@ -1,0 +1,88 @@
+"""SQS sends: SendMessageBatch by 10, failed entries retried with backoff.
+
+Takes a client; never imports boto3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .clock import Clock
+from .errors import error_code, is_retryable
+from .retry import backoff_ms
+
+BATCH = 10
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One message to send; ``ref`` is the caller's handle, returned on failure."""
+
+    ref: object
+    body: str
+    delay_seconds: int = 0
+
+
+@dataclass(frozen=True)
+class Failed:
+    ref: object
+    code: str
+    message: str
+
+
+def send_all(
+    sqs: object,
+    queue_url: str,
+    messages: Sequence[Outgoing],
+    clock: Clock,
+    attempts: int = 6,
+    delay_for: Callable[[Outgoing], int] | None = None,
+) -> list[Failed]:
+    """Send every message, 10 per call; return only those that still failed.
+
+    Entry ids are positions within the call ("0".."9"), so they cannot collide.
+    ``delay_for`` recomputes DelaySeconds right before each call (the clock moves
+    while earlier batches are sent); it may only shrink the planned delay.
+    """
+    failed: list[Failed] = []
+    for start in range(0, len(messages), BATCH):
+        failed.extend(_send_batch(sqs, queue_url, list(messages[start : start + BATCH]), clock, attempts, delay_for))
+    return failed
+
+
+def _send_batch(sqs, queue_url, batch, clock, attempts, delay_for) -> list[Failed]:
+    pending: list[Outgoing] = batch
+    permanent: list[Failed] = []
+    for attempt in range(1, attempts + 1):
+        entries = [
+            {
+                "Id": str(i),
+                "MessageBody": msg.body,
+                "DelaySeconds": int(delay_for(msg) if delay_for else msg.delay_seconds),
+            }
+            for i, msg in enumerate(pending)
+        ]
+        try:
+            resp = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+        except Exception as exc:
+            if not is_retryable(exc) or attempt == attempts:
+                code = str(error_code(exc) or type(exc).__name__)
+                return permanent + [Failed(m.ref, code, str(exc)[:300]) for m in pending]
+            clock.sleep_ms(backoff_ms(attempt))
+            continue
+        retry: list[tuple[Outgoing, Failed]] = []
+        for f in resp.get("Failed") or []:
+            msg = pending[int(f["Id"])]
+            fail = Failed(msg.ref, str(f.get("Code", "Unknown")), str(f.get("Message", "")))
+            if f.get("SenderFault"):
+                permanent.append(fail)  # our request is wrong: retrying cannot help
+            else:
+                retry.append((msg, fail))
+        if not retry:
+            return permanent
+        if attempt == attempts:
+            return permanent + [fail for _, fail in retry]
+        pending = [msg for msg, _ in retry]
+        clock.sleep_ms(backoff_ms(attempt))
+    return permanent

@@ -1,0 +1,160 @@
+"""DynamoDB access for task rows (low-level client, attribute-value items).
+
+Takes a client; never imports boto3. Every call retries throttling with backoff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from . import observability as obs
+from .clock import Clock
+from .config import Settings
+from .errors import is_conditional_failure
+from .models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, Rejection, RowRejected, Task
+from .retry import call_with_retry
+
+
+def _key(pk: str, sk: str) -> dict[str, Any]:
+    return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+
+def _query(ddb: Any, clock: Clock, **kw: Any) -> Iterator[dict[str, Any]]:
+    start: dict[str, Any] | None = None
+    while True:
+        args = dict(kw)
+        if start:
+            args["ExclusiveStartKey"] = start
+        page = call_with_retry(lambda: ddb.query(**args), clock)
+        yield from page.get("Items", [])
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return
+
+
+def query_below(ddb: Any, s: Settings, clock: Clock, upper_key: str) -> Iterator[dict[str, Any]]:
+    """Every row of the partition with ``sk < upper_key``, oldest first, strongly consistent."""
+    return _query(
+        ddb,
+        clock,
+        TableName=s.table_name,
+        KeyConditionExpression="pk = :p AND sk < :u",
+        ExpressionAttributeValues={":p": {"S": s.partition_key_value}, ":u": {"S": upper_key}},
+        ConsistentRead=True,
+    )
+
+
+def query_from(
+    ddb: Any, s: Settings, clock: Clock, lower_key: str, upper_key: str | None = None, page_size: int = 50
+) -> Iterator[dict[str, Any]]:
+    """Rows with ``lower_key <= sk`` (and ``sk < upper_key``), oldest first, in small pages."""
+    values = {":p": {"S": s.partition_key_value}, ":l": {"S": lower_key}}
+    cond = "pk = :p AND sk >= :l"
+    if upper_key is not None:
+        cond = "pk = :p AND sk BETWEEN :l AND :u"
+        values[":u"] = {"S": upper_key}
+    return _query(
+        ddb,
+        clock,
+        TableName=s.table_name,
+        KeyConditionExpression=cond,
+        ExpressionAttributeValues=values,
+        ConsistentRead=True,
+        Limit=page_size,
+    )
+
+
+def claim(ddb: Any, s: Settings, clock: Clock, task: Task, now_ms: int) -> bool:
+    """Mark ``task`` as sent at ``now_ms`` before sending it; False if someone else did.
+
+    Conditional on the row still existing (a cancelled row is never resurrected)
+    and on its send mark being what we read (so the editor and concurrent polls
+    never both send the same row).
+    """
+    values: dict[str, Any] = {":now": {"N": str(now_ms)}, ":one": {"N": "1"}, ":zero": {"N": "0"}}
+    if task.enqueued_ms is None:
+        cond = "attribute_exists(sk) AND attribute_not_exists(#e)"
+    else:
+        cond = "attribute_exists(sk) AND #e = :prev"
+        values[":prev"] = {"N": str(task.enqueued_ms)}
+    try:
+        call_with_retry(
+            lambda: ddb.update_item(
+                TableName=s.table_name,
+                Key=_key(task.pk, task.sk),
+                UpdateExpression="SET #e = :now, #a = if_not_exists(#a, :zero) + :one",
+                ConditionExpression=cond,
+                ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS, "#a": ATTR_ATTEMPT},
+                ExpressionAttributeValues=values,
+            ),
+            clock,
+        )
+        return True
+    except Exception as exc:
+        if is_conditional_failure(exc):
+            return False
+        raise
+
+
+def release(ddb: Any, s: Settings, clock: Clock, task: Task, claimed_ms: int) -> bool:
+    """Undo our claim after a send that failed for good, so the row is sent again soon."""
+    try:
+        call_with_retry(
+            lambda: ddb.update_item(
+                TableName=s.table_name,
+                Key=_key(task.pk, task.sk),
+                UpdateExpression="REMOVE #e",
+                ConditionExpression="#e = :mine",
+                ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS},
+                ExpressionAttributeValues={":mine": {"N": str(claimed_ms)}},
+            ),
+            clock,
+        )
+        return True
+    except Exception as exc:
+        if is_conditional_failure(exc):
+            return False
+        raise
+
+
+def get_row(ddb: Any, s: Settings, clock: Clock, pk: str, sk: str) -> dict[str, Any] | None:
+    resp = call_with_retry(
+        lambda: ddb.get_item(TableName=s.table_name, Key=_key(pk, sk), ConsistentRead=True), clock
+    )
+    return resp.get("Item")
+
+
+def delete_row(ddb: Any, s: Settings, clock: Clock, pk: str, sk: str) -> None:
+    call_with_retry(lambda: ddb.delete_item(TableName=s.table_name, Key=_key(pk, sk)), clock)
+
+
+def reject_row(
+    ddb: Any,
+    sqs: Any,
+    s: Settings,
+    clock: Clock,
+    item: dict[str, Any],
+    exc: RowRejected,
+    source: str,
+) -> Rejection:
+    """Make a refused row visible, then take it out of the schedule.
+
+    Order matters: the rejection record (with the whole row) reaches the
+    rejected-rows queue first, and only then is the row deleted, so a crash in
+    between leaves the row for the next attempt rather than losing it.
+    """
+    now = clock.now_ms()
+    rejection = Rejection.of(item, exc, source, now)
+    obs.log("WARN", "row rejected", code=rejection.code, reason=rejection.reason, pk=rejection.pk,
+            sk=rejection.sk, source=source)
+    obs.metric(s.metrics_namespace, "RejectedRows", 1, timestamp_ms=now, code=rejection.code)
+    if not s.rejected_queue_url:
+        return rejection
+    call_with_retry(
+        lambda: sqs.send_message(QueueUrl=s.rejected_queue_url, MessageBody=rejection.body()), clock
+    )
+    pk, sk = item.get("pk", {}).get("S"), item.get("sk", {}).get("S")
+    if isinstance(pk, str) and isinstance(sk, str):
+        delete_row(ddb, s, clock, pk, sk)
+    return rejection

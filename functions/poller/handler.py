@@ -1,0 +1,129 @@
+"""Poller: fired by the rule -> read the window -> claim and send -> re-arm.
+
+1. arm a safety-net poll (so a crash below is followed by another poll);
+2. read every row due up to now + window (past-due rows and malformed rows too);
+3. reject malformed and undeliverable rows, claim and send new rows and orphans;
+4. find the next unsent row after the window and compare-and-set the arm;
+5. apply the arm to the rule (or disable it when nothing is pending).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from functions.core import observability as obs
+from functions.core.arming import arm_no_later_than, compare_and_set, read_arm, sync_rule
+from functions.core.cron import minute_not_before, one_shot_cron
+from functions.core.keys import after_window_key, window_upper_key
+from functions.core.models import RowRejected, Task, task_from_item
+from functions.core.planning import RowState, next_poll_minute, plan_window, row_state, visible_at
+from functions.core.runtime import Deps, default_deps
+from functions.core.sending import claim_and_send
+from functions.core.store import query_below, query_from, reject_row
+
+CAS_ROUNDS = 8
+
+
+@dataclass
+class PollReport:
+    started_ms: int
+    window_end_ms: int
+    read: int = 0
+    sent: int = 0
+    skipped: int = 0
+    failed: int = 0
+    in_flight: int = 0
+    rejected: int = 0
+    next_minute_ms: int | None = None
+    delays: list[int] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "read": self.read,
+            "sent": self.sent,
+            "skipped": self.skipped,
+            "failed": self.failed,
+            "in_flight": self.in_flight,
+            "rejected": self.rejected,
+            "next_poll": one_shot_cron(self.next_minute_ms) if self.next_minute_ms is not None else None,
+        }
+
+
+def _valid_tasks(deps: Deps, items, report: PollReport, source: str):
+    s = deps.settings
+    for item in items:
+        report.read += 1
+        try:
+            yield item, task_from_item(item, s.partition_key_value)
+        except RowRejected as exc:
+            reject_row(deps.ddb, deps.sqs, s, deps.clock, item, exc, source)
+            report.rejected += 1
+
+
+def _first_unsent_after(deps: Deps, end_ms: int, report: PollReport) -> tuple[int | None, int | None]:
+    """Due time of the first unsent row after ``end_ms``, and the latest orphan check of
+    rows already in flight on the way (the editor may have sent some early)."""
+    s, now = deps.settings, deps.clock.now_ms()
+    check = None
+    for _, task in _valid_tasks(deps, query_from(deps.ddb, s, deps.clock, after_window_key(end_ms)), report,
+                                "poller"):
+        if row_state(task, now, s.orphan_grace_ms, s.max_attempts) is RowState.NEW:
+            return task.due_ms, check
+        check = max(check or 0, visible_at(task) + s.orphan_grace_ms)
+    return None, check
+
+
+def poll(deps: Deps) -> PollReport:
+    s, clock = deps.settings, deps.clock
+    started = clock.now_ms()
+    report = PollReport(started_ms=started, window_end_ms=started + s.window_ms)
+
+    # 1. Safety net first: if this invocation dies anywhere below, a poll still follows.
+    safety = minute_not_before(started + s.orphan_grace_ms, started)
+    arm_no_later_than(deps.ddb, s, clock, safety, replace_before_ms=started + 1)
+    sync_rule(deps.ddb, deps.events, s, clock)
+    state = read_arm(deps.ddb, s, clock)
+
+    # 2-3. The window, from the oldest row (past due counts) to its end.
+    rows = dict(
+        (task.sk, (item, task))
+        for item, task in _valid_tasks(
+            deps, query_below(deps.ddb, s, clock, window_upper_key(report.window_end_ms)), report, "poller"
+        )
+    )
+    tasks: list[Task] = [task for _, task in rows.values()]
+    plan = plan_window(started, tasks, s.window_ms, s.orphan_grace_ms, s.max_attempts)
+    report.in_flight = plan.in_flight
+    for task in plan.exhausted:
+        reject_row(deps.ddb, deps.sqs, s, clock, rows[task.sk][0],
+                   RowRejected("undeliverable", f"still pending after {task.attempt} sends"), "poller")
+        report.rejected += 1
+    sent = claim_and_send(deps.ddb, deps.sqs, s, clock, [send.task for send in plan.sends])
+    report.sent, report.skipped, report.failed = len(sent.sent), len(sent.skipped), len(sent.failed)
+    report.delays = [send.delay_seconds for send in plan.sends]
+    orphan_check = plan.orphan_check_ms
+    if sent.failed:
+        # released rows are new again: poll soon to retry them
+        orphan_check = min(orphan_check or started, clock.now_ms())
+
+    # 4. Next poll: compare-and-set against the version we armed, re-plan on conflict.
+    for _ in range(CAS_ROUNDS):
+        next_due, beyond_check = _first_unsent_after(deps, report.window_end_ms, report)
+        checks = [c for c in (orphan_check, beyond_check) if c is not None]
+        minute = next_poll_minute(clock.now_ms(), next_due, max(checks) if checks else None, s.lead_ms)
+        if compare_and_set(deps.ddb, s, clock, state.version, minute) is not None:
+            report.next_minute_ms = minute
+            break
+        state = read_arm(deps.ddb, s, clock)
+    else:
+        raise RuntimeError("could not arm the rule: the meta row kept changing")
+
+    # 5. Apply to the rule (converges with concurrent editors).
+    sync_rule(deps.ddb, deps.events, s, clock)
+    obs.log("INFO", "poll done", **report.summary(), window_end_ms=report.window_end_ms)
+    return report
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return poll(default_deps()).summary()

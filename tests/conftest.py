@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+import pytest
+
+# Never reach real AWS; moto + current boto3 need the account-id endpoint mode off for streams.
+os.environ.update(
+    AWS_ACCESS_KEY_ID="testing",
+    AWS_SECRET_ACCESS_KEY="testing",
+    AWS_SECURITY_TOKEN="testing",
+    AWS_SESSION_TOKEN="testing",
+    AWS_DEFAULT_REGION="us-east-1",
+    AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled",
+)
+os.environ.pop("AWS_PROFILE", None)
+os.environ.pop("AWS_ENDPOINT_URL", None)
+
+
+@pytest.fixture
+def frozen():
+    from freezegun import freeze_time
+
+    from tests.support import T0_MS
+
+    with freeze_time(datetime.fromtimestamp(T0_MS / 1000, tz=UTC)) as f:  # 2027-01-01T00:00:00Z
+        yield f
+
+
+@pytest.fixture
+def stack(frozen):
+    from moto import mock_aws
+
+    from tests.support import FreezegunClock, make_stack
+
+    with mock_aws():
+        yield make_stack(clock=FreezegunClock(frozen))

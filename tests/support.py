@@ -1,0 +1,132 @@
+"""Test support: a moto-backed Punctual stack and a freezegun-driven clock."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+
+from functions.core.config import Settings
+from functions.core.runtime import Deps
+
+REGION = "us-east-1"
+T0_MS = 1_798_761_600_000  # 2027-01-01T00:00:00Z
+
+
+class FreezegunClock:
+    """The project clock over a freezegun ``frozen_time`` factory: sleeping moves virtual time."""
+
+    def __init__(self, frozen: Any):
+        self.frozen = frozen
+
+    def now_ms(self) -> int:
+        return int(round(time.time() * 1000))
+
+    def sleep_ms(self, ms: int) -> None:
+        if ms > 0:
+            self.frozen.tick(ms / 1000)
+
+
+@dataclass
+class Stack:
+    deps: Deps
+    ddb: Any
+    sqs: Any
+    events: Any
+    settings: Settings
+    delay_dlq_url: str
+    delivery_dlq_url: str
+
+    # -- rows -------------------------------------------------------------
+    def put_raw(self, sk: str, payload: dict[str, Any] | None = None, **extra: Any) -> None:
+        """Insert a row exactly as cdk-scheduler users do: pk/sk/payload in DynamoDB JSON."""
+        item: dict[str, Any] = {"pk": {"S": self.settings.partition_key_value}, "sk": {"S": sk}}
+        if payload is not None:
+            item["payload"] = {"M": {k: {"S": str(v)} for k, v in payload.items()}}
+        item.update(extra)
+        self.ddb.put_item(TableName=self.settings.table_name, Item=item)
+
+    def rows(self) -> list[dict[str, Any]]:
+        out, start = [], None
+        while True:
+            kw: dict[str, Any] = {
+                "TableName": self.settings.table_name,
+                "KeyConditionExpression": "pk = :p",
+                "ExpressionAttributeValues": {":p": {"S": self.settings.partition_key_value}},
+                "ConsistentRead": True,
+            }
+            if start:
+                kw["ExclusiveStartKey"] = start
+            page = self.ddb.query(**kw)
+            out += page["Items"]
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return out
+
+    # -- queues -----------------------------------------------------------
+    def drain(self, url: str, max_messages: int = 100_000) -> list[dict[str, Any]]:
+        """Receive and delete every visible message (no long polling under a frozen clock)."""
+        got: list[dict[str, Any]] = []
+        while len(got) < max_messages:
+            resp = self.sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                AttributeNames=["All"], MessageAttributeNames=["All"],
+            )
+            msgs = resp.get("Messages", [])
+            if not msgs:
+                return got
+            got += msgs
+            self.sqs.delete_message_batch(
+                QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)]
+            )
+        return got
+
+    def bodies(self, url: str) -> list[dict[str, Any]]:
+        return [json.loads(m["Body"]) for m in self.drain(url)]
+
+    def rule(self) -> dict[str, Any]:
+        return self.events.describe_rule(Name=self.settings.rule_name)
+
+
+def make_stack(settings: Settings | None = None, clock: Any = None) -> Stack:
+    """Create the resources the construct defines, in moto (call inside ``mock_aws``)."""
+    s = settings or Settings()
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    events = boto3.client("events", region_name=REGION)
+    ddb.create_table(
+        TableName=s.table_name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+
+    def queue(name: str, dlq_arn: str | None = None, max_receives: int = 10) -> str:
+        attrs = {}
+        if dlq_arn:
+            attrs["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receives)})
+        return sqs.create_queue(QueueName=name, Attributes=attrs)["QueueUrl"]
+
+    def arn(url: str) -> str:
+        return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+    delay_dlq = queue("punctual-delay-dlq")
+    delivery_dlq = queue("punctual-delivery-dlq")
+    delay = queue("punctual-delay", arn(delay_dlq))
+    delivery = queue("punctual-delivery", arn(delivery_dlq))
+    rejected = queue("punctual-rejected")
+    s = Settings(**{**s.__dict__, "delay_queue_url": delay, "delivery_queue_url": delivery, "rejected_queue_url": rejected})
+    events.put_rule(Name=s.rule_name, ScheduleExpression="cron(0 0 1 1 ? 2199)", State="DISABLED")
+    events.put_targets(
+        Rule=s.rule_name,
+        Targets=[{"Id": "poller", "Arn": f"arn:aws:lambda:{REGION}:123456789012:function:punctual-poller"}],
+    )
+    from functions.core.clock import SystemClock
+
+    deps = Deps(settings=s, clock=clock or SystemClock(), ddb=ddb, sqs=sqs, events=events)
+    return Stack(deps=deps, ddb=ddb, sqs=sqs, events=events, settings=s,
+                 delay_dlq_url=delay_dlq, delivery_dlq_url=delivery_dlq)
