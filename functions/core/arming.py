@@ -22,7 +22,7 @@ from typing import Any
 from . import observability as obs
 from .clock import Clock
 from .config import META_ARM_SK, META_PK, RULE_DESCRIPTION, Settings
-from .cron import one_shot_cron
+from .cron import next_minute_after, one_shot_cron
 from .errors import is_conditional_failure
 from .retry import call_with_retry
 
@@ -85,61 +85,82 @@ def compare_and_set(
 
 
 def arm_no_later_than(
-    ddb: Any, s: Settings, clock: Clock, minute_ms: int, replace_before_ms: int
+    ddb: Any, s: Settings, clock: Clock, minute_ms: int, replace_before_ms: int, rounds: int = 8
 ) -> ArmState:
     """Arm for ``minute_ms`` unless an earlier, live arm exists; always bump the version.
 
     An existing arm is replaced when it is later than ``minute_ms``, or when its
     minute began before ``replace_before_ms`` (it fired already or is dead).
+
+    Both outcomes are conditional writes: "set it" when the arm is absent, later or
+    dead, and "keep it, bump the version" only while the arm is still live and no
+    later than ``minute_ms``. An unconditional bump after a failed "set it" would
+    race a poller's compare-and-set that disables or moves the arm in between: the
+    bump would then succeed on top of it and this caller's poll would be lost
+    (found by tests/reliability/test_races.py).
     """
     names = {"#v": "version", "#a": "armed_ms", "#u": "updated_ms"}
     now = {"N": str(clock.now_ms())}
-    try:
-        resp = call_with_retry(
-            lambda: ddb.update_item(
-                TableName=s.table_name,
-                Key=_KEY,
-                UpdateExpression="SET #a = :m, #u = :now ADD #v :one",
-                ConditionExpression="attribute_not_exists(#a) OR #a > :m OR #a < :cut",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues={
-                    ":m": {"N": str(minute_ms)},
-                    ":cut": {"N": str(replace_before_ms)},
-                    ":one": {"N": "1"},
-                    ":now": now,
-                },
-                ReturnValues="ALL_NEW",
-            ),
-            clock,
-        )
-    except Exception as exc:
-        if not is_conditional_failure(exc):
-            raise
-        resp = call_with_retry(
-            lambda: ddb.update_item(
-                TableName=s.table_name,
-                Key=_KEY,
-                UpdateExpression="SET #u = :now ADD #v :one",
-                ExpressionAttributeNames={"#v": "version", "#u": "updated_ms"},
-                ExpressionAttributeValues={":one": {"N": "1"}, ":now": now},
-                ReturnValues="ALL_NEW",
-            ),
-            clock,
-        )
-    return _state(resp.get("Attributes"))
+    values = {
+        ":m": {"N": str(minute_ms)},
+        ":cut": {"N": str(replace_before_ms)},
+        ":one": {"N": "1"},
+        ":now": now,
+    }
+    for _ in range(rounds):
+        for update, cond in (
+            ("SET #a = :m, #u = :now ADD #v :one", "attribute_not_exists(#a) OR #a > :m OR #a < :cut"),
+            ("SET #u = :now ADD #v :one", "attribute_exists(#a) AND #a <= :m AND #a >= :cut"),
+        ):
+            try:
+                resp = call_with_retry(
+                    lambda update=update, cond=cond: ddb.update_item(
+                        TableName=s.table_name,
+                        Key=_KEY,
+                        UpdateExpression=update,
+                        ConditionExpression=cond,
+                        ExpressionAttributeNames=names,
+                        ExpressionAttributeValues=values,
+                        ReturnValues="ALL_NEW",
+                    ),
+                    clock,
+                )
+            except Exception as exc:
+                if not is_conditional_failure(exc):
+                    raise
+                continue
+            return _state(resp.get("Attributes"))
+    raise RuntimeError("could not arm the rule: the meta row kept changing")
+
+
+# PutRule must land safely before the minute it arms: a one-shot cron for a minute that
+# has begun may never fire, and time passes between choosing a minute and applying it.
+APPLY_MARGIN_MS = 5_000
+
+
+def applicable_minute(armed_ms: int, now_ms: int) -> int:
+    """``armed_ms``, or the first minute starting >= APPLY_MARGIN_MS from now if it is too close.
+
+    The row may name a minute that began while its writer was retrying or slow (or
+    one that fired already); arming it as is would leave no poll at all. Arming the
+    next safe minute instead makes that poll up to a minute late, never lost.
+    """
+    return max(armed_ms, next_minute_after(now_ms + APPLY_MARGIN_MS - 1))
 
 
 def apply_rule(events: Any, s: Settings, clock: Clock, armed_ms: int | None) -> None:
     if armed_ms is None:
         call_with_retry(lambda: events.disable_rule(Name=s.rule_name), clock)
-    else:
-        expr = one_shot_cron(armed_ms)
-        call_with_retry(
-            lambda: events.put_rule(
-                Name=s.rule_name, ScheduleExpression=expr, State="ENABLED", Description=RULE_DESCRIPTION
-            ),
-            clock,
+        return
+
+    def put() -> Any:
+        # recomputed on every attempt: backoff moves the clock
+        expr = one_shot_cron(applicable_minute(armed_ms, clock.now_ms()))
+        return events.put_rule(
+            Name=s.rule_name, ScheduleExpression=expr, State="ENABLED", Description=RULE_DESCRIPTION
         )
+
+    call_with_retry(put, clock)
 
 
 def sync_rule(ddb: Any, events: Any, s: Settings, clock: Clock, rounds: int = 8) -> ArmState:

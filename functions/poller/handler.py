@@ -108,8 +108,13 @@ def poll(deps: Deps) -> PollReport:
         orphan_check = min(orphan_check or started, clock.now_ms())
 
     # 4. Next poll: compare-and-set against the version we armed, re-plan on conflict.
-    for _ in range(CAS_ROUNDS):
-        next_due, beyond_check = _first_unsent_after(deps, report.window_end_ms, report)
+    for cas_round in range(CAS_ROUNDS):
+        # After a conflict an editor armed meanwhile: it may have sent rows of OUR window after we
+        # read it (past-due / in-window inserts), whose orphan checks we have not seen. Re-read
+        # from the start of the partition then, not just beyond the window, or the arm we write
+        # could leave those rows with no poll to follow (found by tests/reliability/test_races.py).
+        scan_from = report.window_end_ms if cas_round == 0 else -1
+        next_due, beyond_check = _first_unsent_after(deps, scan_from, report)
         checks = [c for c in (orphan_check, beyond_check) if c is not None]
         minute = next_poll_minute(clock.now_ms(), next_due, max(checks) if checks else None, s.lead_ms)
         if compare_and_set(deps.ddb, s, clock, state.version, minute) is not None:
