@@ -1,4 +1,8 @@
-"""Fault injection through botocore's event hooks: crash, fail or throttle any AWS call.
+"""Fault injection through botocore's event hooks: crash, fail, throttle or delay any AWS call.
+
+Crash points can be enumerated: record the calls a handler makes in a clean run
+(:meth:`Faults.recording` / :attr:`Faults.trace`), then :func:`crash_points` gives
+"before/after the nth call of op" for each of them, to crash at in turn.
 
 ``InjectedCrash`` derives from BaseException so that a handler's per-record
 ``except Exception`` cannot swallow it: it behaves like the process dying.
@@ -8,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -20,7 +25,10 @@ class InjectedCrash(BaseException):
 class Faults:
     """Register on one or more clients; count calls per operation; inject by rule."""
 
-    def __init__(self, *clients: Any):
+    def __init__(self, *clients: Any, enabled: bool = True):
+        self.enabled = enabled
+        self.fired: list[str] = []  # crashes / failures actually injected
+        self.trace: list[str] = []  # every call made while enabled, in order (operation names)
         self.calls: list[str] = []
         self._rules: list[tuple[str, str, Callable[[int], bool], Callable[[str], None]]] = []
         self._counts: dict[tuple[str, str], int] = {}
@@ -30,7 +38,11 @@ class Faults:
             client.meta.events.register(f"after-call.{svc}", self._after)
 
     def _fire(self, when: str, model: Any) -> None:
+        if not self.enabled:
+            return
         op = model.name
+        if when == "before":
+            self.trace.append(op)
         self.calls.append(f"{when}:{op}") if when == "after" else None
         key = (when, op)
         self._counts[key] = self._counts.get(key, 0) + 1
@@ -48,6 +60,7 @@ class Faults:
     def crash_after(self, op: str, nth: int = 1) -> Faults:
         """Die right after the nth successful call of ``op`` (its effect happened)."""
         def die(o: str) -> None:
+            self.fired.append(f"after {o} #{nth}")
             raise InjectedCrash(f"crash after {o} #{nth}")
         self._rules.append(("after", op, lambda n: n == nth, die))
         return self
@@ -55,6 +68,7 @@ class Faults:
     def crash_before(self, op: str, nth: int = 1) -> Faults:
         """Die right before the nth call of ``op`` (its effect did not happen)."""
         def die(o: str) -> None:
+            self.fired.append(f"before {o} #{nth}")
             raise InjectedCrash(f"crash before {o} #{nth}")
         self._rules.append(("before", op, lambda n: n == nth, die))
         return self
@@ -69,11 +83,58 @@ class Faults:
     def throttle(self, op: str, times: int = 3, first: int = 1) -> Faults:
         return self.fail(op, "ThrottlingException", times, first)
 
+    def delay(self, op: str, ms: int, clock: Any, times: int = 1_000_000, first: int = 1) -> Faults:
+        """Make calls of ``op`` take ``ms`` of (virtual) time before they reach AWS."""
+        def wait(o: str) -> None:
+            clock.sleep_ms(ms)
+        self._rules.append(("before", op, lambda n: first <= n < first + times, wait))
+        return self
+
+    def crash_at(self, point: CrashPoint) -> Faults:
+        return (self.crash_before if point.when == "before" else self.crash_after)(point.op, point.nth)
+
+    @contextmanager
+    def active(self):
+        """Inject (and count) only inside this block; counts restart from zero."""
+        self._counts.clear()
+        self.trace.clear()
+        self.enabled = True
+        try:
+            yield self
+        finally:
+            self.enabled = False
+
     def count(self, op: str) -> int:
         return self._counts.get(("after", op), 0)
 
     def clear(self) -> None:
         self._rules.clear()
+
+    def detach(self, *clients: Any) -> None:
+        for client in clients:
+            svc = client.meta.service_model.service_name
+            client.meta.events.unregister(f"before-call.{svc}", self._before)
+            client.meta.events.unregister(f"after-call.{svc}", self._after)
+
+
+@dataclass(frozen=True)
+class CrashPoint:
+    when: str  # "before" | "after"
+    op: str
+    nth: int
+
+    def __str__(self) -> str:
+        return f"{self.when} {self.op}#{self.nth}"
+
+
+def crash_points(trace: list[str]) -> list[CrashPoint]:
+    """Every crash point of a recorded call sequence: before and after each call, in order."""
+    seen: dict[str, int] = {}
+    points = []
+    for op in trace:
+        seen[op] = seen.get(op, 0) + 1
+        points += [CrashPoint("before", op, seen[op]), CrashPoint("after", op, seen[op])]
+    return points
 
 
 @contextmanager

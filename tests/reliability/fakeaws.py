@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -286,25 +287,42 @@ class FakeAws:
             self.items[key] = json.loads(json.dumps(new))
         self._record(key, old, new)
 
-    # clients -------------------------------------------------------------
+    # clients (one per service, like boto3 clients: hooks registered on them stay) ------------
+    def _client(self, service: str) -> _Client:
+        clients = self.__dict__.setdefault("_clients", {})
+        if service not in clients:
+            clients[service] = _Client(self, service)
+        return clients[service]
+
     @property
     def ddb(self) -> _Client:
-        return _Client(self, "dynamodb")
+        return self._client("dynamodb")
 
     @property
     def sqs(self) -> _Client:
-        return _Client(self, "sqs")
+        return self._client("sqs")
 
     @property
     def events(self) -> _Client:
-        return _Client(self, "events")
+        return self._client("events")
 
-    def _call(self, op: str, kw: dict[str, Any]) -> Any:
+    def _call(self, op: str, kw: dict[str, Any], client: _Client | None = None) -> Any:
         issued = self.clock.now_ms()  # when the caller sent it (the gate may let time pass)
         self.gate(op)
         self.issued_ms = issued
         self.ops.append(op)
-        return getattr(self, "op_" + op)(**kw)
+        if client is None:
+            return getattr(self, "op_" + op)(**kw)
+        # botocore-style hooks (tests.faults.Faults registers on these)
+        model = SimpleNamespace(name="".join(w.capitalize() for w in op.split("_")))
+        client.meta.events.emit(f"before-call.{client.meta.service_model.service_name}", model=model)
+        try:
+            result = getattr(self, "op_" + op)(**kw)
+        except ClientError:
+            client.meta.events.emit(f"after-call.{client.meta.service_model.service_name}", model=model)
+            raise
+        client.meta.events.emit(f"after-call.{client.meta.service_model.service_name}", model=model)
+        return result
 
     # dynamodb ------------------------------------------------------------
     @staticmethod
@@ -507,15 +525,32 @@ class FakeAws:
         return self.rule_armed_ms if self.rule_state == "ENABLED" else None
 
 
+class _Emitter:
+    def __init__(self) -> None:
+        self.handlers: dict[str, list[Callable[..., Any]]] = {}
+
+    def register(self, event: str, handler: Callable[..., Any]) -> None:
+        self.handlers.setdefault(event, []).append(handler)
+
+    def unregister(self, event: str, handler: Callable[..., Any]) -> None:
+        if handler in self.handlers.get(event, []):
+            self.handlers[event].remove(handler)
+
+    def emit(self, event: str, **kw: Any) -> None:
+        for handler in list(self.handlers.get(event, [])):
+            handler(**kw)
+
+
 class _Client:
     def __init__(self, aws: FakeAws, service: str):
         self._aws, self._service = aws, service
+        self.meta = SimpleNamespace(service_model=SimpleNamespace(service_name=service), events=_Emitter())
 
     def __getattr__(self, op: str) -> Callable[..., Any]:
         if op.startswith("_"):
             raise AttributeError(op)
 
         def call(**kw: Any) -> Any:
-            return self._aws._call(op, kw)
+            return self._aws._call(op, kw, self)
 
         return call

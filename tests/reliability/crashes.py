@@ -1,0 +1,206 @@
+"""Crash matrix: crash poller, consumer or editor at every point of a representative run.
+
+For a target handler, a clean run records the AWS calls its first invocation makes
+(:class:`tests.faults.Faults`); then, for each call, a fresh moto stack runs the same
+scenario with the process dying right before / right after that call, and the
+world (:mod:`tests.reliability.sim`) recovers as AWS would: async retries of the
+poller, redelivery of the consumer's batch after the visibility timeout, stream
+batch retries for the editor, and the rule firing the next polls (orphan check).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from functions.core import observability as obs
+from functions.core.config import Settings
+from functions.core.keys import encode_sk
+from tests.faults import CrashPoint, Faults, crash_points
+from tests.reliability.sim import MotoStream, Outcome, World
+
+T0 = 1_798_761_600_000  # 2027-01-01T00:00:00Z
+START = T0 + 10_000
+HORIZON = START + 2 * 3_600_000
+TARGETS = ("poller", "consumer", "editor")
+
+# the representative scenario: past due, due in seconds, inside the window, beyond it, plus one bad row
+ROWS = {
+    "past": T0 - 3_600_000,
+    "soon": START + 5_000,
+    "window": START + 14 * 60_000,
+    "beyond": START + 16 * 60_000,
+}
+BAD_SK = "2027-01-01T00:20:00Z#iso-is-not-ms"
+
+
+@dataclass
+class Case:
+    target: str
+    point: CrashPoint | None
+    outcome: Outcome
+    trace: list[str]
+    fired: list[str]
+
+
+def _moto_next_visible(url: str) -> Callable[[], int | None]:
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.sqs.models import sqs_backends
+
+    name = url.rsplit("/", 1)[-1]
+
+    def peek() -> int | None:
+        queue = sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].queues[name]
+        times = [int(max(m.visible_at, m.delayed_until)) + 1 for m in list(queue._messages)]
+        return min(times) if times else None
+
+    return peek
+
+
+def _once(fn: Callable[..., Any], faults: Faults) -> Callable[..., Any]:
+    """Run ``fn`` with faults active on its first invocation only."""
+    calls = [0]
+
+    def run(*args: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 1:
+            with faults.active():
+                return fn(*args)
+        return fn(*args)
+
+    return run
+
+
+@contextmanager
+def environment(backend: str, settings: Settings | None = None) -> Iterator[tuple[World, tuple[Any, ...]]]:
+    """A fresh Punctual stack at START: ("fake") in memory, or ("moto") moto + freezegun."""
+    base = settings or Settings(send_workers=1)
+    if backend == "fake":
+        from functions.core.clock import ManualClock
+        from functions.core.runtime import Deps
+        from tests.reliability.fakeaws import FakeAws
+        from tests.reliability.sim import FakeStream
+
+        clock = ManualClock(START)
+        aws = FakeAws(clock)
+        s = replace(base, delay_queue_url="q/delay", delivery_queue_url="q/delivery",
+                    rejected_queue_url="q/rejected")
+        deps = Deps(s, clock, aws.ddb, aws.sqs, aws.events)
+        yield (World(deps, clock.set, FakeStream(aws), next_visible=lambda: aws.next_visible_ms("q/delay")),
+               (aws.ddb, aws.sqs, aws.events))
+        return
+    import boto3
+    from freezegun import freeze_time
+    from moto import mock_aws
+
+    from tests.support import FreezegunClock, make_stack
+
+    with freeze_time(datetime.fromtimestamp(START / 1000, tz=UTC)) as frozen, mock_aws():
+        stack = make_stack(base, clock=FreezegunClock(frozen))
+        world = World(
+            stack.deps,
+            lambda ms: frozen.move_to(datetime.fromtimestamp(ms / 1000, tz=UTC)),
+            MotoStream(boto3.client("dynamodbstreams", region_name="us-east-1"), stack.ddb,
+                       stack.settings.table_name),
+            next_visible=_moto_next_visible(stack.settings.delay_queue_url),
+        )
+        yield world, (stack.ddb, stack.sqs, stack.events)
+
+
+def put_row(world: World, sk: str, payload: dict[str, str]) -> None:
+    s = world.deps.settings
+    world.deps.ddb.put_item(TableName=s.table_name, Item={
+        "pk": {"S": s.partition_key_value}, "sk": {"S": sk},
+        "payload": {"M": {k: {"S": v} for k, v in payload.items()}}})
+
+
+def run_case(target: str, point: CrashPoint | None, backend: str = "fake",
+             settings: Settings | None = None) -> Case:
+    assert target in TARGETS
+    log = io.StringIO()
+    obs.set_stream(log)
+    try:
+        with environment(backend, settings) as (world, clients):
+            faults = Faults(*clients, enabled=False)
+            if point is not None:
+                faults.crash_at(point)
+            setattr(world, target, _once(getattr(world, target), faults))
+            expected = {}
+            for name, due in ROWS.items():
+                sk = encode_sk(due, name)
+                put_row(world, sk, {"task": name, "secret": "s3cr3t-" + name})
+                expected[sk] = due
+            put_row(world, BAD_SK, {"task": "bad"})
+            ready = {sk: max(due, START) for sk, due in expected.items()}
+            if target != "editor":
+                world.stream.poll()  # the inserts' stream records: not the subject here
+                world.run_poller()  # as if the rule fired now (crashes here when target == "poller")
+            world.run(HORIZON)
+            out = world.outcome(expected, ready=ready)
+            faults.detach(*clients)
+            return Case(target, point, out, list(faults.trace), list(faults.fired))
+    finally:
+        obs.set_stream(None)
+
+
+def matrix(target: str, backend: str = "fake") -> list[Case]:
+    clean = run_case(target, None, backend)
+    cases = [clean]
+    for point in crash_points(clean.trace):
+        cases.append(run_case(target, point, backend))
+    return cases
+
+
+def check(case: Case) -> list[str]:
+    """Invariant violations of one case (empty when all hold)."""
+    o = case.outcome
+    problems = []
+    if o.lost:
+        problems.append(f"lost {o.lost}")
+    if o.early:
+        problems.append(f"early {o.early}")
+    if o.unexpected:
+        problems.append(f"unexpected {o.unexpected}")
+    if o.split_ids:
+        problems.append(f"duplicates with different ids {o.split_ids}")
+    if o.duplicates and not case.fired:
+        problems.append("duplicates without a crash")
+    if case.point is not None and not case.fired:
+        problems.append("crash point never reached")
+    if o.errors:
+        problems.append(f"handler errors {o.errors[:3]}")
+    return problems
+
+
+def format_matrix(cases: list[Case]) -> str:
+    head = "| target | crash point | delivered/expected | dup | lost | early | max late (s) | ok |"
+    lines = [head, "|---|---|---|---|---|---|---|---|"]
+    for c in cases:
+        o = c.outcome
+        problems = check(c)
+        lines.append(
+            f"| {c.target} | {c.point or 'none (clean run)'} | {len(o.by_key)}/{len(o.expected)} | {o.duplicates} "
+            f"| {len(o.lost)} | {len(o.early)} | {o.max_lateness_ms / 1000:.1f} | "
+            f"{'yes' if not problems else '; '.join(problems)} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    import sys
+
+    args = sys.argv[1:]
+    backend = "moto" if "--moto" in args else "fake"
+    targets = [a for a in args if not a.startswith("--")] or list(TARGETS)
+    print(f"crash matrix ({backend}; scenario: rows due -1 h, +5 s, +14 min, +16 min and one malformed row)")
+    for target in targets:
+        print(format_matrix(matrix(target, backend)))
+        print()
+
+
+if __name__ == "__main__":
+    main()

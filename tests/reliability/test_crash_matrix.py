@@ -1,0 +1,40 @@
+"""Crash poller, consumer and editor at every AWS call of a representative run (DESIGN.md #2, #5).
+
+Normal suite: the in-memory fake (every crash point of the three handlers, < 5 s).
+``make test-long``: the same matrix over moto. Print it with ``pytest -rA`` or
+``python -m tests.reliability.matrix [--moto]`` (docs/reliability.md has a copy).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.reliability.crashes import TARGETS, check, format_matrix, matrix
+from tests.reliability.sim import consumer_entry, editor_entry
+
+
+def _which(target: str) -> str:
+    real = {"poller": True, "consumer": consumer_entry() is not None, "editor": editor_entry() is not None}[target]
+    return "real handler" if real else "STAND-IN (handler not merged yet)"
+
+
+def _run(target: str, backend: str) -> None:
+    cases = matrix(target, backend)
+    print(f"\n{target} ({_which(target)}, {backend}): {len(cases) - 1} crash points")
+    print(format_matrix(cases))
+    assert len(cases) > 4, "the clean run made almost no AWS calls: scenario broken"
+    clean = cases[0]
+    assert clean.outcome.duplicates == 0 and not check(clean), check(clean)
+    bad = {str(c.point): check(c) for c in cases if check(c)}
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_crash_matrix(target):
+    _run(target, "fake")
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("target", TARGETS)
+def test_crash_matrix_moto(target):
+    _run(target, "moto")
