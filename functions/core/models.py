@@ -66,13 +66,14 @@ def _plain_str(item: dict[str, Any], name: str) -> str | None:
 
 
 def _plain_int(item: dict[str, Any], name: str) -> int | None:
+    """An integral number attribute, else None (absent, not a number, or fractional)."""
     av = item.get(name)
     if isinstance(av, dict) and "N" in av:
         try:
             value = to_plain(av)
         except UnsupportedValue:
             return None
-        return int(value) if isinstance(value, (int, float)) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
     return None
 
 
@@ -110,6 +111,12 @@ def task_from_item(item: dict[str, Any], partition: str) -> Task:
         raise RowRejected("payload_unsupported", str(exc)[:200]) from exc
     if size > MAX_PAYLOAD_BYTES:
         raise RowRejected("oversize", f"payload is {size} bytes as JSON, limit {MAX_PAYLOAD_BYTES}")
+    # Punctual's own bookkeeping, if a writer set it, must be what Punctual writes: an integer.
+    # Anything else could never be claimed (the claim compares it) or would make every claim
+    # fail with a ValidationException, holding the row -- or the whole poll -- forever.
+    for attr in (ATTR_ENQUEUED_MS, ATTR_ATTEMPT):
+        if attr in item and _plain_int(item, attr) is None:
+            raise RowRejected("bad_bookkeeping", f"{attr} is reserved for Punctual and must be an integer number")
     return Task(
         pk=pk,
         sk=sk,
@@ -189,7 +196,7 @@ class Rejection(BaseModel):
 
     @classmethod
     def of(cls, item: dict[str, Any], exc: RowRejected, source: str, now_ms: int) -> Rejection:
-        return cls(
+        rejection = cls(
             code=exc.code,
             reason=exc.reason,
             pk=_plain_str(item, "pk") if isinstance(item, dict) else None,
@@ -198,6 +205,30 @@ class Rejection(BaseModel):
             rejected_at=iso_ms(now_ms),
             item=_jsonable(item),
         )
+        return rejection._fit()
+
+    def _fit(self) -> Rejection:
+        """Keep the record under the SQS message limit (a row may be up to 400 KB).
+
+        An oversize rejection that cannot be queued would fail its whole stream
+        batch / poll again and again (a poison row blocking valid ones): drop the
+        largest attributes instead, naming them and their sizes.
+        """
+        if len(self.body().encode("utf-8")) <= MAX_EVENT_BYTES - 1024:
+            return self
+        sizes = {k: len(dumps(v).encode("utf-8")) for k, v in self.item.items()}
+        kept = dict(self.item)
+        omitted: dict[str, int] = {}
+        for name in sorted(sizes, key=sizes.get, reverse=True):  # type: ignore[arg-type]
+            if name in ("pk", "sk"):
+                continue
+            kept.pop(name)
+            omitted[name] = sizes[name]
+            trial = self.model_copy(update={"item": {**kept, "_omitted_bytes": {"M": {
+                k: {"N": str(v)} for k, v in omitted.items()}}}})
+            if len(trial.body().encode("utf-8")) <= MAX_EVENT_BYTES - 1024:
+                return trial
+        return self.model_copy(update={"item": {k: v for k, v in self.item.items() if k in ("pk", "sk")}})
 
     def body(self) -> str:
         return dumps(self.model_dump())

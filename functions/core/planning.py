@@ -36,9 +36,16 @@ def visible_at(task: Task) -> int:
     return max(task.due_ms, task.enqueued_ms)
 
 
+# A send mark later than this after "now" was not written by Punctual (it writes its clock's
+# now); trusting it would keep the row "in flight" until that far future: resend it instead.
+MAX_MARK_SKEW_MS = 60_000
+
+
 def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int) -> RowState:
     if task.enqueued_ms is None:
         return RowState.NEW
+    if task.enqueued_ms > now_ms + MAX_MARK_SKEW_MS:
+        return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.ORPHAN
     if now_ms <= visible_at(task) + orphan_grace_ms:
         return RowState.IN_FLIGHT
     if task.attempt >= max_attempts:

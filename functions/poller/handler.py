@@ -68,7 +68,9 @@ def _first_unsent_after(deps: Deps, end_ms: int, report: PollReport) -> tuple[in
     check = None
     for _, task in _valid_tasks(deps, query_from(deps.ddb, s, deps.clock, after_window_key(end_ms)), report,
                                 "poller"):
-        if row_state(task, now, s.orphan_grace_ms, s.max_attempts) is RowState.NEW:
+        if row_state(task, now, s.orphan_grace_ms, s.max_attempts) is not RowState.IN_FLIGHT:
+            # new, or marked but not really in flight (a mark no poll could have written): it
+            # needs a poll by its due time like a new row
             return task.due_ms, check
         check = max(check or 0, visible_at(task) + s.orphan_grace_ms)
     return None, check

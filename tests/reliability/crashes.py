@@ -204,3 +204,42 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+@dataclass
+class ItemsRun:
+    outcome: Outcome
+    rejected: list[dict[str, Any]]
+    log: str
+    remaining: list[dict[str, Any]]  # rows still in the table at the end (any partition)
+
+
+def run_items(items: list[dict[str, Any]], expected: dict[str, int], backend: str = "fake",
+              settings: Settings | None = None, horizon_ms: int = HORIZON) -> ItemsRun:
+    """Write raw items (DynamoDB JSON) at START, let the whole system run, report what came out."""
+    import json
+
+    log = io.StringIO()
+    obs.set_stream(log)
+    try:
+        with environment(backend, settings) as (world, _clients):
+            s = world.deps.settings
+            for item in items:
+                world.deps.ddb.put_item(TableName=s.table_name, Item=item)
+            world.run(horizon_ms)
+            rejected = []
+            while True:
+                resp = world.deps.sqs.receive_message(QueueUrl=s.rejected_queue_url, MaxNumberOfMessages=10,
+                                                      WaitTimeSeconds=0)
+                msgs = resp.get("Messages", [])
+                if not msgs:
+                    break
+                for m in msgs:
+                    rejected.append(json.loads(m["Body"]))
+                    world.deps.sqs.delete_message(QueueUrl=s.rejected_queue_url, ReceiptHandle=m["ReceiptHandle"])
+            remaining = world.deps.ddb.scan(TableName=s.table_name).get("Items", []) if backend == "moto" else [
+                v for v in world.deps.ddb._aws.items.values()]
+            ready = {sk: max(due, START) for sk, due in expected.items()}
+            return ItemsRun(world.outcome(expected, ready=ready), rejected, log.getvalue(), remaining)
+    finally:
+        obs.set_stream(None)

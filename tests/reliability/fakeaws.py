@@ -14,7 +14,7 @@ of the *real* handler code.
 
 from __future__ import annotations
 
-import json
+import copy
 import re
 import uuid
 from collections.abc import Callable
@@ -272,9 +272,9 @@ class FakeAws:
                                 "ApproximateCreationDateTime": self.clock.now_ms() / 1000,
                                 "StreamViewType": "NEW_AND_OLD_IMAGES"}
         if new is not None:
-            data["NewImage"] = json.loads(json.dumps(new))
+            data["NewImage"] = copy.deepcopy(new)
         if old is not None:
-            data["OldImage"] = json.loads(json.dumps(old))
+            data["OldImage"] = copy.deepcopy(old)
         self.stream.append({"eventID": str(len(self.stream) + 1), "eventName": name, "eventSource": "aws:dynamodb",
                             "awsRegion": "us-east-1", "dynamodb": data,
                             "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/punctual/stream/x"})
@@ -284,7 +284,7 @@ class FakeAws:
         if new is None:
             self.items.pop(key, None)
         else:
-            self.items[key] = json.loads(json.dumps(new))
+            self.items[key] = copy.deepcopy(new)
         self._record(key, old, new)
 
     # clients (one per service, like boto3 clients: hooks registered on them stay) ------------
@@ -341,7 +341,7 @@ class FakeAws:
 
     def op_get_item(self, TableName, Key, ConsistentRead=False, **_):
         item = self.items.get(self._k(Key))
-        return {"Item": json.loads(json.dumps(item))} if item is not None else {}
+        return {"Item": copy.deepcopy(item)} if item is not None else {}
 
     def op_delete_item(self, TableName, Key, ConditionExpression=None, ExpressionAttributeNames=None,
                        ExpressionAttributeValues=None, ReturnValues=None, **_):
@@ -365,7 +365,7 @@ class FakeAws:
         new.update(Key)
         self._store(k, new)
         if ReturnValues == "ALL_NEW":
-            return {"Attributes": json.loads(json.dumps(new))}
+            return {"Attributes": copy.deepcopy(new)}
         return {}
 
     def op_query(self, TableName, KeyConditionExpression, ExpressionAttributeValues, ExpressionAttributeNames=None,
@@ -381,7 +381,7 @@ class FakeAws:
             rows = [r for r in rows if (r["sk"]["S"] > start if ScanIndexForward else r["sk"]["S"] < start)]
         page = min(Limit or self.query_page, self.query_page)
         out = rows[:page]
-        resp: dict[str, Any] = {"Items": json.loads(json.dumps(out)), "Count": len(out)}
+        resp: dict[str, Any] = {"Items": copy.deepcopy(out), "Count": len(out)}
         if len(rows) > page:
             resp["LastEvaluatedKey"] = {"pk": out[-1]["pk"], "sk": out[-1]["sk"]}
         return resp

@@ -170,7 +170,7 @@ def standin_editor(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
             reject_row(deps.ddb, deps.sqs, s, clock, item, exc, "editor")
             continue
         now = clock.now_ms()
-        if row_state(task, now, s.orphan_grace_ms, s.max_attempts) is not RowState.NEW:
+        if row_state(task, now, s.orphan_grace_ms, s.max_attempts) is RowState.IN_FLIGHT:
             continue
         if task.due_ms <= now + s.window_ms:
             claim_and_send(deps.ddb, deps.sqs, s, clock, [task])
@@ -270,6 +270,8 @@ class World:
         self.on_invoke = on_invoke
         self.deliveries: list[Delivery] = []
         self.pending_stream: list[dict[str, Any]] = []
+        self.stream_failures = 0
+        self.max_stream_retries = 10
         self.fired: set[int] = set()
         self.poller_retries: list[tuple[int, int]] = []  # (at_ms, retries left)
         self.crashes = 0
@@ -324,7 +326,14 @@ class World:
         batch = self.pending_stream[:100]
         ok, result = self._invoke("editor", lambda: self.editor({"Records": batch}, self.deps))
         if not ok:
+            self.stream_failures += 1
+            if self.stream_failures > self.max_stream_retries:
+                # Lambda would give up on the record (MaximumRetryAttempts): a poison record
+                self.errors.append(f"editor: poison stream record dropped: {batch[0]['dynamodb'].get('Keys')}")
+                self.pending_stream = self.pending_stream[1:]
+                self.stream_failures = 0
             return True  # the whole batch is retried
+        self.stream_failures = 0
         failed = failed_ids(result)
         seqs = [r["dynamodb"].get("SequenceNumber") for r in batch]
         if failed:
