@@ -1,0 +1,367 @@
+"""Threads that do locally what AWS does around the functions.
+
+- :class:`RuleDriver`: EventBridge. Reads the rule (``describe_rule``) and, when its one-shot
+  cron minute comes, invokes the target a modelled delay into the minute.
+- :class:`SqsDriver`: the Lambda SQS poller. Receives batches, builds the Lambda SQS event,
+  invokes, deletes the messages not listed in ``batchItemFailures`` (the queue's redrive
+  policy moves poison messages to the DLQ after ``maxReceiveCount`` receives).
+- :class:`StreamDriver`: the Lambda DynamoDB Streams poller. Reads the table's stream through
+  the ``dynamodbstreams`` API, invokes with Lambda-shaped records, retries from the first
+  failed sequence number.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+from functions.core.cron import MINUTE_MS, parse_one_shot_cron
+
+from .invoke import LocalFunction
+from .provision import Mapping, Queue, Rule, Table
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Driver(threading.Thread):
+    def __init__(self, name: str, log: Any):
+        super().__init__(name=name, daemon=True)
+        self.stop_event = threading.Event()
+        self.log = log
+        self.errors = 0
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep; True when asked to stop."""
+        return self.stop_event.wait(seconds)
+
+
+class RuleDriver(Driver):
+    """Fires the rule's targets when its one-shot cron minute comes (``delay_s`` into the minute).
+
+    A minute that passed while the local stack was down fires at once on start (AWS would have
+    fired it). Each (expression, minute) fires once, like a one-shot cron.
+    """
+
+    def __init__(self, rule: Rule, events: Any, targets: list[LocalFunction], log: Any,
+                 delay_s: float = 2.0, tick_s: float = 0.25):
+        super().__init__(f"rule:{rule.name}", log)
+        self.rule, self.events, self.targets = rule, events, targets
+        self.delay_ms = int(delay_s * 1000)
+        self.tick_s = tick_s
+        self.fired: set[tuple[str, int]] = set()
+        self.fire_count = 0
+
+    def armed(self) -> tuple[str, int] | None:
+        desc = self.events.describe_rule(Name=self.rule.name)
+        expr = desc.get("ScheduleExpression")
+        if desc.get("State") != "ENABLED" or not expr:
+            return None
+        try:
+            return expr, parse_one_shot_cron(expr)
+        except ValueError:
+            return None  # not a one-shot cron: not modelled
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                armed = self.armed()
+                if armed is not None and armed not in self.fired:
+                    fire_at = armed[1] + self.delay_ms
+                    if _now_ms() >= fire_at:
+                        self.fired.add(armed)
+                        self.fire(armed[0], armed[1])
+                        continue
+            except Exception as exc:  # keep the driver alive; the error is visible in the log
+                self.errors += 1
+                self.log("rule", f"error: {type(exc).__name__}: {exc}")
+            if self.sleep(self.tick_s):
+                return
+
+    def fire(self, expr: str, minute_ms: int) -> None:
+        self.fire_count += 1
+        event = {
+            "version": "0",
+            "id": f"local-{minute_ms}",
+            "detail-type": "Scheduled Event",
+            "source": "aws.events",
+            "account": self.rule.arn.split(":")[4],
+            "time": datetime.utcfromtimestamp(minute_ms / 1000).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": self.rule.arn.split(":")[3],
+            "resources": [self.rule.arn],
+            "detail": {},
+        }
+        late = _now_ms() - minute_ms
+        for fn in self.targets:
+            self.log("rule", f"{self.rule.name} {expr} fired {late / 1000:.1f}s into its minute -> {fn.name}")
+            try:
+                fn.invoke(event, "poll")
+            except Exception as exc:
+                self.errors += 1
+                self.log("rule", f"{fn.name} failed: {type(exc).__name__}: {exc}")
+        if late > MINUTE_MS:
+            self.log("rule", "(that minute passed while the local stack was down: fired on start)")
+
+
+def sqs_record(msg: dict[str, Any], queue: Queue, region: str) -> dict[str, Any]:
+    """One Lambda SQS event record from a ReceiveMessage message."""
+    attrs = msg.get("Attributes", {})
+    record_attrs = {
+        k: attrs[k]
+        for k in ("ApproximateReceiveCount", "SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp",
+                  "MessageGroupId", "MessageDeduplicationId", "SequenceNumber", "AWSTraceHeader")
+        if k in attrs
+    }
+    message_attrs = {}
+    for name, value in (msg.get("MessageAttributes") or {}).items():
+        out = {"dataType": value.get("DataType"), "stringListValues": [], "binaryListValues": []}
+        if "StringValue" in value:
+            out["stringValue"] = value["StringValue"]
+        if "BinaryValue" in value:
+            out["binaryValue"] = base64.b64encode(value["BinaryValue"]).decode("ascii")
+        message_attrs[name] = out
+    return {
+        "messageId": msg["MessageId"],
+        "receiptHandle": msg["ReceiptHandle"],
+        "body": msg["Body"],
+        "attributes": record_attrs,
+        "messageAttributes": message_attrs,
+        "md5OfBody": msg.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue.arn,
+        "awsRegion": region,
+    }
+
+
+def failed_ids(result: Any, ids: list[str], report_failures: bool) -> set[str] | None:
+    """Ids to leave on the queue; None: the whole batch failed (Lambda's rules for partial responses)."""
+    if not report_failures:
+        return set()
+    if result is None:
+        return set()
+    if not isinstance(result, dict):
+        return set()
+    failures = result.get("batchItemFailures")
+    if failures is None:
+        return set()
+    if not isinstance(failures, list):
+        return None
+    out = set()
+    for f in failures:
+        ident = f.get("itemIdentifier") if isinstance(f, dict) else None
+        if not ident or ident not in ids:
+            return None  # an invalid identifier fails the whole batch
+        out.add(ident)
+    return out
+
+
+class SqsDriver(Driver):
+    """The Lambda SQS poller: receive (no long polling), invoke up to ``concurrency`` batches at
+    once, delete what succeeded."""
+
+    def __init__(self, mapping: Mapping, queue: Queue, fn: LocalFunction, sqs: Any, region: str, log: Any,
+                 concurrency: int = 4, idle_s: float = 0.02):
+        super().__init__(f"sqs:{queue.name}", log)
+        self.mapping, self.queue, self.fn, self.sqs, self.region = mapping, queue, fn, sqs, region
+        limits = [c for c in (concurrency, mapping.maximum_concurrency, fn.spec.reserved_concurrency) if c]
+        self.concurrency = max(1, min(limits))
+        self.idle_s = idle_s
+        self.slots = threading.Semaphore(self.concurrency)
+        self.pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix=f"lambda-{fn.name}")
+        self.batches = self.deleted = self.left = 0
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                if not self.slots.acquire(timeout=0.2):
+                    continue
+                try:
+                    resp = self.sqs.receive_message(
+                        QueueUrl=self.queue.url,
+                        MaxNumberOfMessages=min(10, max(1, self.mapping.batch_size)),
+                        WaitTimeSeconds=0,
+                        AttributeNames=["All"],
+                        MessageAttributeNames=["All"],
+                    )
+                except Exception as exc:
+                    self.slots.release()
+                    self.errors += 1
+                    self.log("sqs", f"{self.queue.name} receive failed: {type(exc).__name__}: {exc}")
+                    if self.sleep(1):
+                        return
+                    continue
+                messages = resp.get("Messages", [])
+                if not messages:
+                    self.slots.release()
+                    if self.sleep(self.idle_s):
+                        return
+                    continue
+                self.pool.submit(self._batch, messages)
+        finally:
+            self.pool.shutdown(wait=True)
+
+    def _batch(self, messages: list[dict[str, Any]]) -> None:
+        try:
+            self.batches += 1
+            event = {"Records": [sqs_record(m, self.queue, self.region) for m in messages]}
+            ids = [m["MessageId"] for m in messages]
+            try:
+                result = self.fn.invoke(event, "consume")
+                failed = failed_ids(result, ids, self.mapping.report_batch_item_failures)
+                if failed is None:
+                    self.log("sqs", f"{self.fn.name}: invalid batchItemFailures: whole batch left on the queue")
+            except Exception as exc:
+                self.errors += 1
+                self.log("sqs", f"{self.fn.name} raised {type(exc).__name__}: {exc}: batch left on the queue")
+                failed = None
+            keep = set(ids) if failed is None else failed
+            entries = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                for i, m in enumerate(messages)
+                if m["MessageId"] not in keep
+            ]
+            if entries:
+                self.sqs.delete_message_batch(QueueUrl=self.queue.url, Entries=entries)
+            self.deleted += len(entries)
+            self.left += len(messages) - len(entries)
+        except Exception as exc:
+            self.errors += 1
+            self.log("sqs", f"{self.queue.name}: {type(exc).__name__}: {exc}")
+        finally:
+            self.slots.release()
+
+
+def _lambda_av(value: Any) -> Any:
+    """boto3 decodes binary attribute values to bytes; Lambda events carry base64 text."""
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dict):
+        return {k: _lambda_av(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_lambda_av(v) for v in value]
+    return value
+
+
+def stream_record(rec: dict[str, Any], table: Table, region: str) -> dict[str, Any]:
+    ddb = dict(rec.get("dynamodb", {}))
+    created = ddb.get("ApproximateCreationDateTime")
+    if isinstance(created, datetime):
+        ddb["ApproximateCreationDateTime"] = created.timestamp()
+    for k in ("Keys", "NewImage", "OldImage"):
+        if k in ddb:
+            ddb[k] = _lambda_av(ddb[k])
+    out = {
+        "eventID": rec.get("eventID"),
+        "eventName": rec.get("eventName"),
+        "eventVersion": rec.get("eventVersion", "1.1"),
+        "eventSource": "aws:dynamodb",
+        "awsRegion": rec.get("awsRegion", region),
+        "dynamodb": ddb,
+        "eventSourceARN": table.stream_arn,
+    }
+    if "userIdentity" in rec:
+        out["userIdentity"] = rec["userIdentity"]
+    return out
+
+
+class StreamDriver(Driver):
+    """The Lambda DynamoDB Streams poller for one table (moto has one shard per stream)."""
+
+    def __init__(self, mapping: Mapping, table: Table, fn: LocalFunction, streams: Any, region: str, log: Any,
+                 idle_s: float = 0.05):
+        super().__init__(f"stream:{table.name}", log)
+        self.mapping, self.table, self.fn, self.streams, self.region = mapping, table, fn, streams, region
+        self.idle_s = idle_s
+        self.pending: list[dict[str, Any]] = []  # read from the shard, not yet processed
+        self.iterators: dict[str, str | None] = {}
+        self.batches = self.records = self.skipped = 0
+        self.ready = threading.Event()
+
+    def _open(self) -> None:
+        desc = self.streams.describe_stream(StreamArn=self.table.stream_arn)["StreamDescription"]
+        position = self.mapping.starting_position if self.mapping.starting_position in ("TRIM_HORIZON", "LATEST") \
+            else "TRIM_HORIZON"
+        for shard in desc.get("Shards", []):
+            sid = shard["ShardId"]
+            if sid not in self.iterators:
+                self.iterators[sid] = self.streams.get_shard_iterator(
+                    StreamArn=self.table.stream_arn, ShardId=sid, ShardIteratorType=position
+                )["ShardIterator"]
+
+    def _read(self) -> None:
+        for sid, it in list(self.iterators.items()):
+            if it is None:
+                continue
+            resp = self.streams.get_records(ShardIterator=it, Limit=1000)
+            self.pending += resp.get("Records", [])
+            self.iterators[sid] = resp.get("NextShardIterator")
+
+    def run(self) -> None:
+        attempts = 0
+        while not self.stop_event.is_set():
+            try:
+                if not self.iterators:
+                    self._open()
+                    self.ready.set()
+                if not self.pending:
+                    self._read()
+                if not self.pending:
+                    if self.sleep(self.idle_s):
+                        return
+                    continue
+                batch = self.pending[: max(1, self.mapping.batch_size)]
+                ok_upto = self._invoke(batch)
+                if ok_upto >= len(batch):
+                    del self.pending[: len(batch)]
+                    attempts = 0
+                    continue
+                del self.pending[:ok_upto]  # retry from the first failed sequence number
+                attempts += 1
+                limit = self.mapping.maximum_retry_attempts
+                if limit >= 0 and attempts > limit:
+                    bad = self.pending.pop(0)
+                    self.skipped += 1
+                    attempts = 0
+                    self.log("stream", f"{self.fn.name}: record {bad['dynamodb'].get('SequenceNumber')} "
+                                       f"skipped after {limit} retries (MaximumRetryAttempts)")
+                    continue
+                if self.sleep(min(5.0, 0.1 * 2 ** min(attempts, 6))):
+                    return
+            except Exception as exc:
+                self.errors += 1
+                self.log("stream", f"{self.table.name}: {type(exc).__name__}: {exc}")
+                if self.sleep(1):
+                    return
+
+    def _invoke(self, batch: list[dict[str, Any]]) -> int:
+        """Invoke with ``batch``; the number of leading records that succeeded."""
+        self.batches += 1
+        event = {"Records": [stream_record(r, self.table, self.region) for r in batch]}
+        seqs = [r["dynamodb"].get("SequenceNumber") for r in batch]
+        try:
+            result = self.fn.invoke(event, "process_stream")
+        except Exception as exc:
+            self.errors += 1
+            self.log("stream", f"{self.fn.name} raised {type(exc).__name__}: {exc}: batch retried")
+            if self.mapping.bisect_on_error and len(batch) > 1:
+                half = len(batch) // 2
+                first = self._invoke(batch[:half])
+                return first if first < half else half + self._invoke(batch[half:])
+            return 0
+        self.records += len(batch)
+        failed = failed_ids(result, seqs, self.mapping.report_batch_item_failures)
+        if failed is None:
+            self.log("stream", f"{self.fn.name}: invalid batchItemFailures: batch retried")
+            return 0
+        if not failed:
+            return len(batch)
+        return min(seqs.index(s) for s in failed)
+
