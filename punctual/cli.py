@@ -388,6 +388,19 @@ def _parse_env_overrides(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def _parse_props(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        k, sep, v = pair.partition("=")
+        if not sep or not k.isidentifier():
+            raise CliError(f"bad --prop {pair!r}: use NAME=VALUE (VALUE as JSON, e.g. window_seconds=300)")
+        try:
+            out[k] = json.loads(v)
+        except ValueError:
+            out[k] = v
+    return out
+
+
 def cmd_local_up(args: argparse.Namespace) -> int:
     from .local import LocalOptions, LocalStack
 
@@ -399,6 +412,7 @@ def cmd_local_up(args: argparse.Namespace) -> int:
         template=Path(args.template) if args.template else None,
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         rule_delay_s=args.rule_delay,
+        props=_parse_props(args.prop),
         env_overrides=_parse_env_overrides(args.env),
     )
     stack = LocalStack(opts)
@@ -506,6 +520,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--no-state", action="store_true", help="keep nothing across restarts")
     up.add_argument("--rule-delay", type=float, default=2.0,
                     help="seconds into its minute the rule fires (EventBridge: anywhere in the minute)")
+    up.add_argument("--prop", action="append", metavar="NAME=VALUE",
+                    help="a Scheduler construct prop for the synthesis, VALUE as JSON (repeatable), "
+                         "e.g. --prop window_seconds=300")
     up.add_argument("--env", action="append", metavar="NAME=VALUE",
                     help="override a function environment variable of the template (repeatable)")
     down = lsub.add_parser("down", parents=[common], help="stop the stack started by `local up`")

@@ -5,9 +5,9 @@ cdk-scheduler format and client calls; due 1-90 s ahead, one past due, cancelled
 rescheduled ones, malformed rows), shows deliveries as they happen, and ends with a table.
 Exit 0 only if nothing was early or lost (and no cancelled task was delivered).
 
-The demo runs the functions with a 70 s window and a 10 s lead (environment overrides of the
-template, printed at start): with the default 15-minute window every task of a 90-second
-demo would take the editor's fast path, and the rule and the poller would never be seen.
+The demo synthesizes the construct with ``window_seconds=70, lead_seconds=10`` (printed at
+start): with the default 15-minute window every task of a 90-second demo would take the
+editor's fast path, and the rule and the poller would never be seen.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from functions.core.clock import SystemClock, iso_ms
-from functions.core.config import ENV
 from functions.core.keys import encode_sk
 
-DEMO_ENV = {ENV["window_seconds"]: "70", ENV["lead_seconds"]: "10"}
+DEMO_PROPS = {"window_seconds": 70, "lead_seconds": 10}
 GRACE_MS = 6_000  # how late a delivery may come before the demo calls it lost
 
 
@@ -110,7 +109,7 @@ def run_demo(args: argparse.Namespace) -> int:
         state_file=None,
         template=Path(args.template) if args.template else None,
         cache_dir=state_dir / "cache",
-        env_overrides=dict(DEMO_ENV),
+        props=dict(DEMO_PROPS),
         write_files=False,
     )
     print("punctual demo: the real handlers on an embedded local stack (moto), checked in real time")
@@ -131,7 +130,7 @@ def _demo(stack: Any, client_cls: Any, args: argparse.Namespace, tty: bool, star
     import boto3
 
     print(stack.banner())
-    print(f"  demo overrides of the functions' environment: {DEMO_ENV} (window 70 s, lead 10 s)")
+    print(f"  construct props: {DEMO_PROPS} (so tasks due > 70 s ahead wait for the rule and the poller)")
     roles = stack.queue_roles()
     ddb = boto3.client("dynamodb", endpoint_url=stack.endpoint_url, region_name=stack.opts.region)
     sqs = boto3.client("sqs", endpoint_url=stack.endpoint_url, region_name=stack.opts.region)

@@ -13,14 +13,16 @@
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from functions.core.cron import MINUTE_MS, parse_one_shot_cron
 
+from .filters import passes, sqs_view
 from .invoke import LocalFunction
 from .provision import Mapping, Queue, Rule, Table
 
@@ -52,11 +54,13 @@ class RuleDriver(Driver):
     """
 
     def __init__(self, rule: Rule, events: Any, targets: list[LocalFunction], log: Any,
-                 delay_s: float = 2.0, tick_s: float = 0.25):
+                 delay_s: float = 2.0, tick_s: float = 0.25, retry_delays_s: tuple[float, ...] = (60.0, 120.0)):
         super().__init__(f"rule:{rule.name}", log)
         self.rule, self.events, self.targets = rule, events, targets
         self.delay_ms = int(delay_s * 1000)
         self.tick_s = tick_s
+        self.retry_delays_s = retry_delays_s  # Lambda's asynchronous retries: 1 min, then 2 min
+        self.retries: list[tuple[float, LocalFunction, dict[str, Any], int]] = []
         self.fired: set[tuple[str, int]] = set()
         self.fire_count = 0
 
@@ -73,6 +77,7 @@ class RuleDriver(Driver):
     def run(self) -> None:
         while not self.stop_event.is_set():
             try:
+                self._due_retries()
                 armed = self.armed()
                 if armed is not None and armed not in self.fired:
                     fire_at = armed[1] + self.delay_ms
@@ -94,7 +99,7 @@ class RuleDriver(Driver):
             "detail-type": "Scheduled Event",
             "source": "aws.events",
             "account": self.rule.arn.split(":")[4],
-            "time": datetime.utcfromtimestamp(minute_ms / 1000).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "time": datetime.fromtimestamp(minute_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "region": self.rule.arn.split(":")[3],
             "resources": [self.rule.arn],
             "detail": {},
@@ -102,13 +107,31 @@ class RuleDriver(Driver):
         late = _now_ms() - minute_ms
         for fn in self.targets:
             self.log("rule", f"{self.rule.name} {expr} fired {late / 1000:.1f}s into its minute -> {fn.name}")
-            try:
-                fn.invoke(event, "poll")
-            except Exception as exc:
-                self.errors += 1
-                self.log("rule", f"{fn.name} failed: {type(exc).__name__}: {exc}")
+            self._invoke(fn, event, 0)
         if late > MINUTE_MS:
             self.log("rule", "(that minute passed while the local stack was down: fired on start)")
+
+
+    def _invoke(self, fn: LocalFunction, event: dict[str, Any], attempt: int) -> None:
+        """An asynchronous invocation: a failure is retried per the function's EventInvokeConfig."""
+        try:
+            fn.invoke(event, "poll")
+        except Exception as exc:
+            self.errors += 1
+            if attempt < min(fn.spec.async_retries, len(self.retry_delays_s)):
+                delay = self.retry_delays_s[attempt]
+                self.retries.append((time.monotonic() + delay, fn, event, attempt + 1))
+                self.log("rule", f"{fn.name} failed ({type(exc).__name__}: {exc}); async retry {attempt + 1} "
+                                 f"in {delay:g}s")
+            else:
+                self.log("rule", f"{fn.name} failed ({type(exc).__name__}: {exc}); retries exhausted, event dropped")
+
+    def _due_retries(self) -> None:
+        now = time.monotonic()
+        due = [r for r in self.retries if r[0] <= now]
+        self.retries = [r for r in self.retries if r[0] > now]
+        for _, fn, event, attempt in due:
+            self._invoke(fn, event, attempt)
 
 
 def sqs_record(msg: dict[str, Any], queue: Queue, region: str) -> dict[str, Any]:
@@ -211,10 +234,12 @@ class SqsDriver(Driver):
     def _batch(self, messages: list[dict[str, Any]]) -> None:
         try:
             self.batches += 1
-            event = {"Records": [sqs_record(m, self.queue, self.region) for m in messages]}
-            ids = [m["MessageId"] for m in messages]
+            records = [sqs_record(m, self.queue, self.region) for m in messages]
+            records = [r for r in records if passes(self.mapping.filters, sqs_view(r))]  # others: processed
+            event = {"Records": records}
+            ids = [r["messageId"] for r in records]
             try:
-                result = self.fn.invoke(event, "consume")
+                result = self.fn.invoke(event, "consume") if records else None
                 failed = failed_ids(result, ids, self.mapping.report_batch_item_failures)
                 if failed is None:
                     self.log("sqs", f"{self.fn.name}: invalid batchItemFailures: whole batch left on the queue")
@@ -276,9 +301,10 @@ class StreamDriver(Driver):
     """The Lambda DynamoDB Streams poller for one table (moto has one shard per stream)."""
 
     def __init__(self, mapping: Mapping, table: Table, fn: LocalFunction, streams: Any, region: str, log: Any,
-                 idle_s: float = 0.05):
+                 idle_s: float = 0.05, sqs: Any = None, on_failure_url: str | None = None):
         super().__init__(f"stream:{table.name}", log)
         self.mapping, self.table, self.fn, self.streams, self.region = mapping, table, fn, streams, region
+        self.sqs, self.on_failure_url = sqs, on_failure_url
         self.idle_s = idle_s
         self.pending: list[dict[str, Any]] = []  # read from the shard, not yet processed
         self.iterators: dict[str, str | None] = {}
@@ -330,8 +356,7 @@ class StreamDriver(Driver):
                     bad = self.pending.pop(0)
                     self.skipped += 1
                     attempts = 0
-                    self.log("stream", f"{self.fn.name}: record {bad['dynamodb'].get('SequenceNumber')} "
-                                       f"skipped after {limit} retries (MaximumRetryAttempts)")
+                    self._on_failure(bad, limit)
                     continue
                 if self.sleep(min(5.0, 0.1 * 2 ** min(attempts, 6))):
                     return
@@ -341,9 +366,42 @@ class StreamDriver(Driver):
                 if self.sleep(1):
                     return
 
+    def _on_failure(self, record: dict[str, Any], retries: int) -> None:
+        """Retries exhausted: the record is skipped (AWS discards the whole retried batch; locally only
+        the failing record) and described on the OnFailure destination, as Lambda does."""
+        seq = record["dynamodb"].get("SequenceNumber")
+        self.log("stream", f"{self.fn.name}: record {seq} skipped after {retries} retries (MaximumRetryAttempts)")
+        if self.sqs is None or not self.on_failure_url:
+            return
+        body = {
+            "requestContext": {"functionArn": self.fn.spec.arn, "condition": "RetryAttemptsExhausted",
+                               "approximateInvokeCount": retries + 1},
+            "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+            "version": "1.0",
+            "timestamp": datetime.now(UTC).isoformat(),
+            "DDBStreamBatchInfo": {"shardId": next(iter(self.iterators), ""), "startSequenceNumber": seq,
+                                   "endSequenceNumber": seq, "batchSize": 1, "streamArn": self.table.stream_arn},
+        }
+        try:
+            self.sqs.send_message(QueueUrl=self.on_failure_url, MessageBody=json.dumps(body))
+        except Exception as exc:
+            self.log("stream", f"could not write to the OnFailure destination: {exc}")
+
     def _invoke(self, batch: list[dict[str, Any]]) -> int:
-        """Invoke with ``batch``; the number of leading records that succeeded."""
+        """Invoke with ``batch`` (filtered); the number of leading records that succeeded."""
         self.batches += 1
+        records = [stream_record(r, self.table, self.region) for r in batch]
+        keep = [i for i, r in enumerate(records) if passes(self.mapping.filters, r)]
+        if not keep:
+            return len(batch)  # filtered out: processed
+        if len(keep) < len(batch):
+            # invoke with the records that pass; map failures back to positions in ``batch``
+            sub = [batch[i] for i in keep]
+            done = self._invoke_records(sub)
+            return len(batch) if done >= len(sub) else keep[done]
+        return self._invoke_records(batch)
+
+    def _invoke_records(self, batch: list[dict[str, Any]]) -> int:
         event = {"Records": [stream_record(r, self.table, self.region) for r in batch]}
         seqs = [r["dynamodb"].get("SequenceNumber") for r in batch]
         try:
@@ -353,8 +411,8 @@ class StreamDriver(Driver):
             self.log("stream", f"{self.fn.name} raised {type(exc).__name__}: {exc}: batch retried")
             if self.mapping.bisect_on_error and len(batch) > 1:
                 half = len(batch) // 2
-                first = self._invoke(batch[:half])
-                return first if first < half else half + self._invoke(batch[half:])
+                first = self._invoke_records(batch[:half])
+                return first if first < half else half + self._invoke_records(batch[half:])
             return 0
         self.records += len(batch)
         failed = failed_ids(result, seqs, self.mapping.report_batch_item_failures)

@@ -33,6 +33,7 @@ QUEUE_TYPE = "AWS::SQS::Queue"
 RULE_TYPE = "AWS::Events::Rule"
 FUNCTION_TYPE = "AWS::Lambda::Function"
 MAPPING_TYPE = "AWS::Lambda::EventSourceMapping"
+INVOKE_CONFIG_TYPE = "AWS::Lambda::EventInvokeConfig"
 
 _QUEUE_ATTRS = (
     "DelaySeconds",
@@ -88,6 +89,9 @@ class Function:
     environment: dict[str, str]
     timeout_s: int = 3
     reserved_concurrency: int | None = None
+    # asynchronous invocations (the rule's): retries of a failed invocation (EventInvokeConfig)
+    async_retries: int = 2
+    async_on_failure_arn: str | None = None
 
 
 @dataclass
@@ -105,6 +109,8 @@ class Mapping:
     bisect_on_error: bool = False
     maximum_concurrency: int | None = None
     enabled: bool = True
+    filters: list[dict[str, Any]] = field(default_factory=list)  # FilterCriteria patterns (parsed)
+    on_failure_arn: str | None = None  # DestinationConfig.OnFailure (a queue), streams only
 
 
 @dataclass
@@ -338,6 +344,8 @@ class Provisioner:
                 self._function(lid)
             elif kind == MAPPING_TYPE:
                 self._mapping(lid)
+            elif kind == INVOKE_CONFIG_TYPE:
+                self._invoke_config(lid)
             else:
                 self.model.ignored[kind] += 1
             self._done.add(lid)
@@ -427,10 +435,7 @@ class Provisioner:
     def _mapping(self, lid: str) -> None:
         p = self.resolve(self._props(lid))
         fn_ref = str(p["FunctionName"])
-        fn_lid = next(
-            (k for k in self.resources if self._type(k) == FUNCTION_TYPE and fn_ref in (self.name(k), self.arn(k))),
-            None,
-        )
+        fn_lid = self._function_lid(fn_ref)
         if fn_lid is None:
             raise TemplateUnsupported(f"{lid}: function {fn_ref!r} is not in the template")
         source_arn = p.get("EventSourceArn", "")
@@ -458,8 +463,27 @@ class Provisioner:
             bisect_on_error=bool(p.get("BisectBatchOnFunctionError", False)),
             maximum_concurrency=int(concurrency) if concurrency is not None else None,
             enabled=str(p.get("Enabled", True)).lower() != "false",
+            filters=[json.loads(f["Pattern"]) for f in (p.get("FilterCriteria") or {}).get("Filters", [])],
+            on_failure_arn=((p.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination"),
         )
         self.ensure(fn_lid)
+
+    def _function_lid(self, ref: str) -> str | None:
+        return next(
+            (k for k in self.resources if self._type(k) == FUNCTION_TYPE and ref in (self.name(k), self.arn(k))),
+            None,
+        )
+
+    def _invoke_config(self, lid: str) -> None:
+        p = self.resolve(self._props(lid))
+        fn_lid = self._function_lid(str(p.get("FunctionName", "")))
+        if fn_lid is None:
+            self.model.ignored[INVOKE_CONFIG_TYPE] += 1
+            return
+        self.ensure(fn_lid)
+        fn = self.model.functions[fn_lid]
+        fn.async_retries = int(p.get("MaximumRetryAttempts", 2))
+        fn.async_on_failure_arn = ((p.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
 
 
 def provision(template: dict[str, Any], clients: dict[str, Any], **kw: Any) -> LocalModel:

@@ -66,6 +66,7 @@ class LocalOptions:
     rule_delay_s: float = 2.0
     sqs_concurrency: int = 4
     save_every_s: float = 5.0
+    props: dict[str, Any] = field(default_factory=dict)  # construct props for the synthesis (JSON values)
     env_overrides: dict[str, str] = field(default_factory=dict)  # applied over every function's template env
     region: str = REGION
     write_files: bool = True  # local.json + pid file in state_dir
@@ -105,7 +106,7 @@ class LocalStack:
         o.state_dir.mkdir(parents=True, exist_ok=True)
         self._log_file = open(o.state_dir / "local.log", "a", encoding="utf-8")  # noqa: SIM115
         obs.set_stream(self._log_file)
-        template = load_template(o.template, o.cache_dir or o.state_dir / "cache", log=self.out)
+        template = load_template(o.template, o.cache_dir or o.state_dir / "cache", props=o.props, log=self.out)
         if not port_free(o.host, o.port):
             raise LocalStackError(f"port {o.port} on {o.host} is in use (another local stack? try --port)")
         self.server = ThreadedMotoServer(ip_address=o.host, port=o.port, verbose=False)
@@ -147,8 +148,10 @@ class LocalStack:
                 self.drivers.append(SqsDriver(mapping, m.queues[mapping.source], fn, self.clients["sqs"],
                                               o.region, self.log, concurrency=o.sqs_concurrency))
             else:
+                dest = next((q.url for q in m.queues.values() if q.arn == mapping.on_failure_arn), None)
                 self.drivers.append(StreamDriver(mapping, m.tables[mapping.source], fn,
-                                                 self.clients["dynamodbstreams"], o.region, self.log))
+                                                 self.clients["dynamodbstreams"], o.region, self.log,
+                                                 sqs=self.clients["sqs"], on_failure_url=dest))
         for d in self.drivers:
             d.start()
         for d in self.drivers:
