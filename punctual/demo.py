@@ -185,6 +185,11 @@ def _demo(stack: Any, client_cls: Any, args: argparse.Namespace, tty: bool, star
         raw(0, "", sk=f"{t0 // 1000 + 5}#seconds-not-ms"),
         raw(0, "", sk=encode_sk(t0 + 4_000, "payload-not-a-map"), payload_av={"S": "not a map"}),
     ]
+    n_planned = len(expects) + len(bad_keys)
+    print(f"  scheduled {n_planned} rows at {iso_ms(t0)}: "
+          f"{sum(e.how == 'raw' for e in expects) + 1 + len(bad_keys)} raw PutItem (1 past due, {len(bad_keys)} "
+          f"malformed), {sum(e.how in ('client', 'cancelled', 'rescheduled-from') for e in expects)} client calls; "
+          f"cancelling 2 and rescheduling 2 in 2 s", flush=True)
     time.sleep(2.0)  # let the fast path push c2 and r2 to the delay queue first
     client.cancel(_key(c1))
     client.cancel(_key(c2))
@@ -192,10 +197,7 @@ def _demo(stack: Any, client_cls: Any, args: argparse.Namespace, tty: bool, star
     n2 = client.reschedule(_key(r2), t0 + 25_000)
     expects += [Expect(_key(n1), t0 + 12_000, "rescheduled"), Expect(_key(n2), t0 + 25_000, "rescheduled")]
     due_list = [e for e in expects if e.deliver]
-    print(f"  scheduled {len(expects) + len(bad_keys)} rows at {iso_ms(t0)}: "
-          f"{sum(e.how == 'raw' for e in expects)} raw PutItem, {sum(e.how == 'client' for e in expects)} client, "
-          f"1 past due, 2 cancelled, 2 rescheduled, {len(bad_keys)} malformed; "
-          f"{len(due_list)} deliveries expected, last due {rel(max(e.due_ms for e in due_list))}")
+    print(f"  {len(due_list)} deliveries expected, last due {rel(max(e.due_ms for e in due_list))}", flush=True)
 
     deadline = max(e.due_ms for e in due_list) + GRACE_MS
     last_progress = 0.0
