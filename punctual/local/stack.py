@@ -9,6 +9,7 @@ import os
 import socket
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,9 @@ class LocalStack:
             raise LocalStackError(f"port {o.port} on {o.host} is in use (another local stack? try --port)")
         self.server = ThreadedMotoServer(ip_address=o.host, port=o.port, verbose=False)
         self.server.start()
+        # moto's backends are process-global: start from an empty account (one local stack per process)
+        urllib.request.urlopen(urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST"),
+                               timeout=10).close()
         clients = {name: boto3.client(name, endpoint_url=self.endpoint_url, region_name=o.region)
                    for name in ("dynamodb", "sqs", "events", "dynamodbstreams")}
         self.clients = clients

@@ -32,3 +32,9 @@ def process_stream(event: dict[str, Any], deps: Any) -> dict[str, Any]:
 
 def handler(event: dict[str, Any], context: Any) -> None:  # never used: the inner functions are
     raise AssertionError("the local stack must call the inner function")
+
+
+def poll(deps: Any) -> dict[str, Any]:
+    with _lock:
+        CALLS.append(("poll", {}))
+    return {}
