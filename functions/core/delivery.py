@@ -111,9 +111,19 @@ class Decision:
     visibility_seconds: int = 0
 
 
-def visibility_seconds(remaining_ms: int) -> int:
-    """VisibilityTimeout that makes a message reappear no earlier than ``remaining_ms`` from now."""
-    return max(1, min(-(-remaining_ms // 1000), MAX_VISIBILITY_SECONDS))
+def visibility_seconds(remaining_ms: int, max_wait_ms: int = 0) -> int:
+    """VisibilityTimeout (whole seconds) for a message due ``remaining_ms`` from now.
+
+    When the in-process wait covers a second (``max_wait_ms >= 1000``) the message is
+    brought back up to 1 s *before* due (floor), so the consumer then waits to the exact
+    ms instead of delivering up to 999 ms late; otherwise it comes back at or after due
+    (ceil). Either way nothing is delivered early: delivery always re-checks the clock.
+    """
+    if max_wait_ms >= 1000:
+        seconds = remaining_ms // 1000
+    else:
+        seconds = -(-remaining_ms // 1000)
+    return max(1, min(seconds, MAX_VISIBILITY_SECONDS))
 
 
 def classify(due_ms: int, now_ms: int, max_wait_ms: int) -> Decision:
@@ -123,7 +133,7 @@ def classify(due_ms: int, now_ms: int, max_wait_ms: int) -> Decision:
         return Decision(Action.DELIVER)
     if remaining <= max_wait_ms:
         return Decision(Action.WAIT, wait_ms=remaining)
-    return Decision(Action.PUT_BACK, visibility_seconds=visibility_seconds(remaining))
+    return Decision(Action.PUT_BACK, visibility_seconds=visibility_seconds(remaining, max_wait_ms))
 
 
 @dataclass
