@@ -178,8 +178,8 @@ def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
         except PoisonMessage as exc:
             mid = message_id_of(record, position)
             attrs = record.get("attributes") if isinstance(record, dict) else None
-            obs.log("ERROR", "poison message", message_id=mid, reason=str(exc),
-                    receive_count=(attrs or {}).get("ApproximateReceiveCount") if isinstance(attrs, dict) else None)
+            count = attrs.get("ApproximateReceiveCount") if isinstance(attrs, dict) else None
+            obs.log("ERROR", "poison message", message_id=mid, reason=str(exc), receive_count=count)
             report.failures.append(mid)
             report.poison += 1
         if isinstance(record, dict) and isinstance(record.get("eventSourceARN"), str):
@@ -195,7 +195,12 @@ def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
         n, _ = next_group([rec.due_ms for rec in keep], clock.now_ms())
         group, keep = keep[:n], keep[n:]
         sleep_until(clock, group[-1].due_ms)  # one wait serves the whole group
-        _deliver(deps, _verify(deps, group, report), report)
+        try:
+            _deliver(deps, _verify(deps, group, report), report)
+        except Exception as exc:  # an unexpected bug: retry this group, keep the rest of the batch going
+            obs.log("ERROR", "delivery group failed", error=repr(exc)[:300],
+                    message_ids=[rec.message_id for rec in group])
+            report.failures += [rec.message_id for rec in group]
 
     _emit_metrics(deps, report)
     return report.response()

@@ -383,6 +383,26 @@ def test_failed_put_back_still_fails_the_item_and_never_delivers_early(stack, fr
     assert delivered(stack) == []
 
 
+def test_unexpected_error_fails_only_its_group(stack, frozen, monkeypatch):
+    import functions.consumer.handler as h
+
+    enqueue(stack, schedule(stack, T0_MS, "boom"), T0_MS, delay_seconds=0)
+    enqueue(stack, schedule(stack, T0_MS + 1_000, "fine"), T0_MS + 1_000, delay_seconds=0)
+    real = h.task_from_item
+
+    def flaky(item, partition):
+        if item["sk"]["S"].endswith("#boom"):
+            raise KeyError("bug")
+        return real(item, partition)
+
+    monkeypatch.setattr(h, "task_from_item", flaky)
+    event = receive_event(stack)
+    boom = [r["messageId"] for r in event["Records"] if "boom" in r["body"]]
+    assert run_consumer(stack, event) == {"batchItemFailures": [{"itemIdentifier": boom[0]}]}
+    assert [e["id"] for e in delivered(stack)] == ["fine"]
+    assert [r["sk"]["S"].split("#")[1] for r in stack.rows()] == ["boom"]
+
+
 # -- clock stepping back, entry point -------------------------------------------------------------
 
 
