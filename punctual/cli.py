@@ -268,6 +268,7 @@ def cmd_watch(args: argparse.Namespace, target: Target) -> int:
     url = target.need_queue("delivery")
     stop = threading.Event()
     deadline = time.monotonic() + args.timeout if args.timeout else None
+    sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])  # reachable? exists?
     print(f"watching {url} (deliveries are consumed; Ctrl-C to stop)", file=sys.stderr)
     count = 0
     timer = None
