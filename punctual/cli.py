@@ -14,6 +14,7 @@ Errors are one line on stderr and a non-zero exit (PUNCTUAL_DEBUG=1 shows traceb
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import signal
@@ -424,6 +425,8 @@ def cmd_local_up(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>` prints every thread's stack (a stuck stack?)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         stack.start()
         print(stack.banner(), flush=True)
