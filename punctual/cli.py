@@ -441,6 +441,19 @@ def cmd_local_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # an exited child not yet reaped by its parent is a zombie: stopped
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
 def cmd_local_down(args: argparse.Namespace) -> int:
     from .local.stack import LOCAL_JSON, PID_FILE
 
@@ -461,9 +474,7 @@ def cmd_local_down(args: argparse.Namespace) -> int:
         return 0
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not _alive(pid):
             print(f"local stack (pid {pid}) stopped")
             return 0
         time.sleep(0.1)
