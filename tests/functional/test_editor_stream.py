@@ -107,7 +107,7 @@ def test_earlier_row_rearms_earlier_and_later_row_never_later(stack, reader):
     assert stack.rule()["ScheduleExpression"] == one_shot_cron(earlier)
 
 
-BIG = "x" * 262_000
+BIG = "x" * 390_000  # near DynamoDB's 400 KB item limit: the rejection must still fit SQS
 MALFORMED = [
     # (sk, payload attribute or None for missing, expected code, pk)
     ("1798761605#sec", {"M": {}}, "seconds_not_ms", None),
@@ -163,6 +163,7 @@ def test_catalogue_of_malformed_rows_rejected_and_valid_rows_of_the_batch_still_
         assert got[sk_value]["source"] == "editor" and got[sk_value]["reason"]
         assert got[sk_value]["item"]["sk"] == {"S": sk_value}
     assert len(rejected) == len(MALFORMED)
+    assert "_truncated" in got["1798761605011#big"]["item"]
     # rejected rows are gone; valid ones remain (claimed or armed)
     left = {r["sk"]["S"] for r in stack.rows()}
     assert left == {sk(T0_MS + 5000, "ok1"), sk(T0_MS + 6000, "binset"), via_client.key, sk(T0_MS + 3 * DAY, "far")}
