@@ -357,3 +357,24 @@ def test_editor_send_during_a_poll_keeps_its_orphan_check_armed(stack, reader):
     poll(stack.deps)
     armed = read_arm(stack.ddb, stack.settings, stack.deps.clock).armed_ms
     assert armed is not None and armed <= minute_not_before(due + stack.settings.orphan_grace_ms, T0_MS)
+
+
+def test_every_horizon_in_one_batch(stack, reader):
+    """Raw and client rows due 0.3 s, 5 s, 14 min (sent now, ceil delays), 16 min, 3 days (armed)
+    and 1 h in the past (sent now, no delay)."""
+    sent = Sent(stack.sqs)
+    client = PunctualClient(stack.settings.table_name, ddb=stack.ddb, clock=stack.deps.clock)
+    offsets = {"p300ms": 300, "p5s": 5000, "p14m": 14 * 60_000, "p16m": 16 * 60_000, "p3d": 3 * DAY,
+               "m1h": -3_600_000}
+    for name, off in offsets.items():
+        stack.put_raw(sk(T0_MS + off, "raw-" + name), {"n": name})
+        client.schedule(T0_MS + off + 1, {"n": name}, id="cli-" + name)
+    assert run(stack, reader) == {"batchItemFailures": []}
+    delays = {json.loads(e["MessageBody"])["sk"].split("#")[1]: e["DelaySeconds"] for e in sent.entries}
+    assert delays == {
+        "raw-m1h": 0, "cli-m1h": 0, "raw-p300ms": 1, "cli-p300ms": 1, "raw-p5s": 5, "cli-p5s": 6,
+        "raw-p14m": 840, "cli-p14m": 841,
+    }
+    # the earliest need: the orphan check of the row sent for 1 h ago is due right away
+    assert read_arm(stack.ddb, stack.settings, stack.deps.clock).armed_ms == minute_not_before(
+        T0_MS + stack.settings.orphan_grace_ms, T0_MS)
