@@ -164,7 +164,8 @@ class PunctualClient:
         """Schedule ``payload`` for delivery at ``at`` (aware datetime or epoch ms).
 
         Raises :class:`InvalidSchedule` (nothing written) or :class:`AlreadyExists`
-        when a task with the same due ms and id exists.
+        when a task with the same due ms and id but another payload exists (scheduling
+        the identical task again is a no-op, so retries are safe).
         """
         item, task = self.build_item(at, payload, id)
         try:
@@ -175,9 +176,13 @@ class PunctualClient:
                 self.clock,
             )
         except Exception as exc:
-            if is_conditional_failure(exc):
+            if not is_conditional_failure(exc):
+                raise
+            # Same key: fine if it is the very same task (our own earlier attempt, whose
+            # response was lost, or a caller retrying with the same id); an error otherwise.
+            existing = get_row(self.ddb, self.settings, self.clock, self.partition_key_value, task.sk)
+            if existing is None or self._task(existing, task.sk).payload != task.payload:
                 raise AlreadyExists(task.sk) from exc
-            raise
         return ScheduledTask.of(task)
 
     def schedule_many(self, items: Iterable[Any], max_attempts: int = 8) -> list[ScheduledTask]:

@@ -124,6 +124,28 @@ def test_same_id_same_ms_is_an_error_not_an_overwrite(stack, client):
         client.schedule(T0_MS + 5000, {"v": 2}, id="dup")
     (row,) = stack.rows()
     assert row["payload"] == {"M": {"v": {"N": "1"}}}
+    # the identical task again (a retry whose first response was lost) is not an error
+    assert client.schedule(T0_MS + 5000, {"v": 1}, id="dup").key == row["sk"]["S"]
+    assert len(stack.rows()) == 1
+
+
+def test_schedule_retry_after_lost_response_is_idempotent(stack, client):
+    calls = {"n": 0}
+    real = stack.ddb.put_item
+
+    def put_twice(**kw):
+        calls["n"] += 1
+        real(**kw)  # the write lands...
+        if calls["n"] == 1:
+            from botocore.exceptions import ClientError
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "response lost"}}, "PutItem")
+
+    stack.ddb.put_item = put_twice
+    try:
+        task = client.schedule(T0_MS + 5000, {"v": 1}, id="retry")
+    finally:
+        stack.ddb.put_item = real
+    assert calls["n"] == 2 and client.get(task.key).payload == {"v": 1}
 
 
 class Unprocessing:
