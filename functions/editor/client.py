@@ -87,6 +87,18 @@ def to_due_ms(at: Any) -> int:
     return ms
 
 
+def _bound_ms(at: Any) -> int:
+    """A list() bound: like a due time, but any instant from 1970 to 2200 is fine."""
+    if isinstance(at, int) and not isinstance(at, bool) and 0 <= at <= MAX_DUE_MS:
+        return at
+    if isinstance(at, datetime):
+        try:
+            return min(max(to_epoch_ms(at), 0), MAX_DUE_MS)
+        except (ValueError, OverflowError) as exc:
+            raise InvalidSchedule(str(exc), "naive_datetime") from exc
+    return to_due_ms(at)
+
+
 def key_of(key_or_task: Any) -> str:
     """The sk of a task handle (a key string or a :class:`ScheduledTask`), validated."""
     key = key_or_task.key if isinstance(key_or_task, ScheduledTask) else key_or_task
@@ -315,8 +327,8 @@ class PunctualClient:
         """
         if limit is not None and limit <= 0:
             return iter(())
-        lower = f"{to_due_ms(start):013d}" if start is not None else "0"
-        upper = f"{to_due_ms(end):013d}" if end is not None else None
+        lower = f"{_bound_ms(start):013d}" if start is not None else "0"
+        upper = f"{_bound_ms(end):013d}" if end is not None else None
         return self._iter(lower, upper, limit, page_size)
 
     def _iter(self, lower: str, upper: str | None, limit: int | None, page_size: int) -> Iterator[ScheduledTask]:

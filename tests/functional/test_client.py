@@ -244,6 +244,9 @@ def test_list_is_paginated_in_due_order_and_skips_non_tasks(stack, client):
     assert [t.due_ms for t in window] == [T0_MS + 3000 + 1000 * i for i in range(4)]  # start <= due < end
     assert [t.due_ms for t in client.list(limit=3, page_size=2)] == dues[:3]
     assert list(client.list(limit=0)) == []
+    assert len(list(client.list(start=0, end=datetime(2199, 12, 31, tzinfo=UTC)))) == 23
+    with pytest.raises(InvalidSchedule):
+        list(client.list(start=datetime(2027, 1, 1)))
 
 
 def test_cancel(stack, client):
