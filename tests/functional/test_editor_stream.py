@@ -378,3 +378,26 @@ def test_every_horizon_in_one_batch(stack, reader):
     # the earliest need: the orphan check of the row sent for 1 h ago is due right away
     assert read_arm(stack.ddb, stack.settings, stack.deps.clock).armed_ms == minute_not_before(
         T0_MS + stack.settings.orphan_grace_ms, T0_MS)
+
+
+def test_throttled_calls_are_retried_within_the_invocation(stack, reader):
+    stack.put_raw(sk(T0_MS + 5000, "a"), {"x": "1"})
+    Faults(stack.ddb, stack.sqs).throttle("UpdateItem", times=2).throttle("SendMessageBatch", times=2)
+    assert run(stack, reader) == {"batchItemFailures": []}
+    assert [b["sk"] for b in delay_bodies(stack, 10)] == [sk(T0_MS + 5000, "a")]
+
+
+def test_lambda_entry_point_uses_the_environment(stack, reader, monkeypatch):
+    from functions.core.config import to_environment
+    from functions.core.runtime import reset_default_deps
+    from functions.editor.handler import handler
+
+    for name, value in to_environment(stack.settings).items():
+        monkeypatch.setenv(name, value)
+    reset_default_deps()
+    try:
+        stack.put_raw(sk(T0_MS + 5000, "a"), {"x": "1"})
+        assert handler(reader.event(), None) == {"batchItemFailures": []}
+    finally:
+        reset_default_deps()
+    assert [b["sk"] for b in delay_bodies(stack, 10)] == [sk(T0_MS + 5000, "a")]
