@@ -427,8 +427,8 @@ def cmd_local_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>` prints every thread's stack (a stuck stack?)
         faulthandler.register(signal.SIGUSR1, all_threads=True)
+    stack.start()  # a failure here has already cleaned up what it started
     try:
-        stack.start()
         print(stack.banner(), flush=True)
         print(f"ready: export PUNCTUAL_ENDPOINT_URL={stack.endpoint_url}  (Ctrl-C or `punctual local down` to stop)",
               flush=True)
@@ -574,6 +574,12 @@ def describe_error(exc: BaseException, endpoint: str | None = None) -> tuple[str
     if isinstance(exc, CliError):
         return str(exc), exc.code
     if isinstance(exc, TimeSpecError):
+        return str(exc), EXIT_ERROR
+    from .local.provision import TemplateUnsupported
+    from .local.stack import LocalStackError
+    from .local.template import TemplateError
+
+    if isinstance(exc, (TemplateError, LocalStackError, TemplateUnsupported)):
         return str(exc), EXIT_ERROR
     try:
         from botocore.exceptions import (

@@ -88,6 +88,7 @@ class LocalStack:
         self._saver: threading.Thread | None = None
         self._stopping = threading.Event()
         self.restored = 0
+        self._wrote_files = False
 
     # -- logging ------------------------------------------------------------
     def log(self, source: str, message: str) -> None:
@@ -98,6 +99,13 @@ class LocalStack:
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> LocalStack:
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> LocalStack:
         import boto3
         from moto.server import ThreadedMotoServer
 
@@ -109,7 +117,8 @@ class LocalStack:
         obs.set_stream(self._log_file)
         template = load_template(o.template, o.cache_dir or o.state_dir / "cache", props=o.props, log=self.out)
         if not port_free(o.host, o.port):
-            raise LocalStackError(f"port {o.port} on {o.host} is in use (another local stack? try --port)")
+            raise LocalStackError(f"port {o.port} on {o.host} is in use (another local stack? try --port, "
+                                  f"or `punctual local down`)")
         self.server = ThreadedMotoServer(ip_address=o.host, port=o.port, verbose=False)
         self.server.start()
         # moto's backends are process-global: start from an empty account (one local stack per process)
@@ -134,6 +143,7 @@ class LocalStack:
         if o.write_files:
             (o.state_dir / LOCAL_JSON).write_text(json.dumps(self.describe(), indent=2))
             (o.state_dir / PID_FILE).write_text(str(os.getpid()))
+            self._wrote_files = True
         return self
 
     def _start_drivers(self) -> None:
@@ -177,7 +187,7 @@ class LocalStack:
                 self.out(f"warning: could not save state: {exc}")
         if self.server is not None:
             self.server.stop()
-        if self.opts.write_files:
+        if self._wrote_files:
             for name in (LOCAL_JSON, PID_FILE):
                 try:
                     (self.opts.state_dir / name).unlink()

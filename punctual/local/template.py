@@ -32,8 +32,8 @@ class TemplateError(RuntimeError):
 
 def _package_dir(name: str) -> Path | None:
     spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        return None
+    if spec is None or spec.origin is None or not spec.submodule_search_locations:
+        return None  # absent, or a bare namespace directory
     return Path(next(iter(spec.submodule_search_locations)))
 
 
