@@ -405,8 +405,18 @@ def _parse_props(pairs: list[str]) -> dict[str, Any]:
 
 def cmd_local_up(args: argparse.Namespace) -> int:
     from .local import LocalOptions, LocalStack
+    from .local.stack import PID_FILE
 
     state_dir = Path(args.state_dir)
+    pid_file = state_dir / PID_FILE
+    if pid_file.exists():
+        try:
+            other = int(pid_file.read_text().strip())
+        except ValueError:
+            other = 0
+        if other and other != os.getpid() and _alive(other):
+            raise CliError(f"a local stack is already running from {state_dir} (pid {other}): "
+                           f"`punctual local down` first, or use another --state-dir")
     opts = LocalOptions(
         port=args.port,
         state_dir=state_dir,
