@@ -21,7 +21,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,23 +237,6 @@ def cmd_reschedule(args: argparse.Namespace, target: Target) -> int:
     return 0
 
 
-def iter_deliveries(sqs: Any, url: str, stop: threading.Event, wait_s: int = 1) -> Iterator[tuple[dict, int]]:
-    """Receive, yield (event, received_ms) and delete each delivery-queue message."""
-    while not stop.is_set():
-        resp = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=wait_s)
-        messages = resp.get("Messages", [])
-        received = SystemClock().now_ms()
-        for m in messages:
-            try:
-                event = json.loads(m["Body"])
-            except ValueError:
-                event = {"body": m["Body"]}
-            yield event, received
-        if messages:
-            sqs.delete_message_batch(QueueUrl=url, Entries=[
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)])
-
-
 def format_delivery(event: dict[str, Any], received_ms: int) -> str:
     due = event.get("due_ms")
     lateness = event.get("lateness_ms")
@@ -267,27 +249,33 @@ def format_delivery(event: dict[str, Any], received_ms: int) -> str:
 def cmd_watch(args: argparse.Namespace, target: Target) -> int:
     sqs = target.clients()["sqs"]
     url = target.need_queue("delivery")
-    stop = threading.Event()
-    deadline = time.monotonic() + args.timeout if args.timeout else None
     sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])  # reachable? exists?
     print(f"watching {url} (deliveries are consumed; Ctrl-C to stop)", file=sys.stderr)
+    deadline = time.monotonic() + args.timeout if args.timeout else None
     count = 0
-    timer = None
-    if deadline is not None:
-        timer = threading.Timer(args.timeout, stop.set)
-        timer.daemon = True
-        timer.start()
     try:
-        for event, received in iter_deliveries(sqs, url, stop):
-            print(format_delivery(event, received), flush=True)
-            count += 1
+        while deadline is None or time.monotonic() < deadline:
+            want = min(10, args.count - count) if args.count else 10
+            wait = 1 if deadline is None else max(0, min(1, int(deadline - time.monotonic())))
+            messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=want,
+                                           WaitTimeSeconds=wait).get("Messages", [])
+            received = SystemClock().now_ms()
+            for m in messages:
+                try:
+                    event = json.loads(m["Body"])
+                except ValueError:
+                    event = {"key": m["Body"][:80]}
+                print(format_delivery(event, received), flush=True)
+            if messages:
+                sqs.delete_message_batch(QueueUrl=url, Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)])
+            elif wait == 0:
+                time.sleep(0.05)
+            count += len(messages)
             if args.count and count >= args.count:
                 break
     except KeyboardInterrupt:
         pass
-    finally:
-        if timer is not None:
-            timer.cancel()
     print(f"({count} deliveries)", file=sys.stderr)
     return 0
 
