@@ -27,6 +27,8 @@ from functions.core.keys import encode_sk
 
 DEMO_PROPS = {"window_seconds": 70, "lead_seconds": 10}
 GRACE_MS = 6_000  # how late a delivery may come before the demo calls it lost
+TARGET_S = 118  # the whole demo, set-up included
+MIN_HORIZON_S = 75  # keeps tasks beyond the 70 s window (the rule and poller path)
 
 
 @dataclass
@@ -139,7 +141,12 @@ def _demo(stack: Any, client_cls: Any, args: argparse.Namespace, tty: bool, star
     seen = Seen()
     stop = threading.Event()
     t0 = SystemClock().now_ms()
-    horizon_ms = int(args.horizon * 1000)
+    setup_s = time.monotonic() - started
+    horizon_s = args.horizon
+    if setup_s > TARGET_S - 8 - args.horizon:  # a cold template cache (synthesis) ate into the 2 minutes
+        horizon_s = max(MIN_HORIZON_S, min(args.horizon, TARGET_S - 8 - setup_s))
+        print(f"  set-up took {setup_s:.0f} s (synthesis): horizon {horizon_s:.0f} s instead of {args.horizon:g} s")
+    horizon_ms = int(horizon_s * 1000)
 
     def rel(ms: int) -> str:
         return f"{(ms - t0) / 1000:+7.2f}s"
