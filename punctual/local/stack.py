@@ -20,7 +20,7 @@ from functions.core.config import META_PK, Settings, load_settings
 from functions.core.models import ATTR_ENQUEUED_MS
 
 from .drivers import Driver, RuleDriver, SqsDriver, StreamDriver
-from .invoke import LocalFunction
+from .invoke import InvokeError, LocalFunction
 from .provision import ACCOUNT, REGION, LocalModel, provision
 from .template import load_template
 
@@ -130,7 +130,10 @@ class LocalStack:
         self.model = provision(template, clients, region=o.region, account=ACCOUNT)
         for spec in self.model.functions.values():
             spec.environment.update(o.env_overrides)
-            self.functions[spec.logical_id] = LocalFunction(spec, self.endpoint_url, o.region)
+            try:
+                self.functions[spec.logical_id] = LocalFunction(spec, self.endpoint_url, o.region)
+            except InvokeError as exc:  # e.g. inline code of an example function in cdk.out
+                self.out(f"warning: function {spec.name}: {exc}; nothing will invoke it")
         merged: dict[str, str] = {}
         for spec in self.model.functions.values():
             merged.update(spec.environment)
@@ -151,11 +154,11 @@ class LocalStack:
         m, o = self.model, self.opts
         for rule in m.rules.values():
             targets = [self.functions[f.logical_id] for arn in rule.target_arns
-                       if (f := m.function_for_arn(arn)) is not None]
+                       if (f := m.function_for_arn(arn)) is not None and f.logical_id in self.functions]
             if rule.schedule_expression is not None and targets:
                 self.drivers.append(RuleDriver(rule, self.clients["events"], targets, self.log, delay_s=o.rule_delay_s))
         for mapping in m.mappings.values():
-            if not mapping.enabled:
+            if not mapping.enabled or mapping.function not in self.functions:
                 continue
             fn = self.functions[mapping.function]
             if mapping.kind == "sqs":
