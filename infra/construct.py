@@ -66,6 +66,8 @@ EDITOR_RETRY_ATTEMPTS = 10
 RULE_TARGET_RETRY_ATTEMPTS = 8
 RULE_TARGET_MAX_EVENT_AGE = Duration.hours(1)
 DLQ_RETENTION = Duration.days(14)
+DELAY_RETENTION = Duration.days(4)  # pointers live <= 15 min + retries; a DLQ keeps the failures
+DELIVERY_RETENTION = Duration.days(14)  # consumers may be down for a long weekend
 
 # Exactly the API calls each function makes (functions/core/store.py, arming.py, queues.py).
 POLLER_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
@@ -199,6 +201,7 @@ class Scheduler(Construct):
         self.delay_queue = queue(
             "DelayQueue",
             visibility_timeout=DELAY_QUEUE_VISIBILITY,
+            retention_period=DELAY_RETENTION,
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=self.delay_dead_letter_queue, max_receive_count=DELAY_MAX_RECEIVE_COUNT
             ),
@@ -210,6 +213,7 @@ class Scheduler(Construct):
                 "DeliveryQueue",
                 # room for a Lambda consumer with a timeout up to 50 s (6x rule)
                 visibility_timeout=Duration.minutes(5),
+                retention_period=DELIVERY_RETENTION,
                 dead_letter_queue=sqs.DeadLetterQueue(
                     queue=self.dead_letter_queue, max_receive_count=DELIVERY_MAX_RECEIVE_COUNT
                 ),
@@ -495,3 +499,9 @@ class Scheduler(Construct):
             ack(fn, "AwsSolutions-L1",
                 "The runtime is a prop (default python3.13, the version the bundled wheels are built and tested "
                 "for); newer runtimes are opt-in.")
+            if self.encryption_key is not None:
+                for action in ("kms:GenerateDataKey*", "kms:ReEncrypt*"):
+                    ack(fn.role, f"AwsSolutions-IAM5[Action::{action}]",
+                        "IKey.grant_encrypt_decrypt on the customer key given to the construct, and on no other "
+                        "resource: the wildcard names the GenerateDataKey/ReEncrypt variants KMS uses for SQS "
+                        "and DynamoDB envelope encryption.")
