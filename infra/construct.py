@@ -31,6 +31,7 @@ from constructs import Construct
 from functions.core.config import META_PK, RULE_DESCRIPTION, Settings, to_environment
 from functions.core.cron import one_shot_cron
 from functions.core.metrics_names import LATENESS_MS, REJECTED_ROWS
+from functions.core.models import ATTR_ENQUEUED_MS
 
 from .bundling import functions_code
 
@@ -102,7 +103,8 @@ class Scheduler(Construct):
     :param orphan_grace_seconds: a sent row still present this long after it should have been
         delivered is sent again. Default: 300.
     :param delivery_queue: the public queue events are delivered to. Default: a new standard
-        queue (SSE, enforce SSL, visibility 5 min) with a dead-letter queue after 5 receives.
+        queue (SSE, enforce SSL, visibility 5 min, retention 14 days) with a dead-letter queue
+        after 5 receives.
     :param removal_policy: what happens to the table (and created queues) when removed from the
         stack. Default: ``RemovalPolicy.RETAIN`` (pending tasks are data).
     :param encryption_key: customer managed KMS key for the table and the queues this construct
@@ -149,11 +151,8 @@ class Scheduler(Construct):
         metrics_namespace: str = "Punctual",
     ) -> None:
         super().__init__(scope, id)
-        if window_seconds < 60:
-            # Settings accepts 1..900; a deployed window must cover at least the rule's minute.
-            raise ValueError(f"window_seconds must be 60..900, got {window_seconds}")
-        # Every other rule (window <= 900, window >= lead + 60, reserved pk...) is the functions'
-        # own validation: constructing Settings raises the same ValueError they would at start-up.
+        # Validation is the functions' own: constructing Settings raises the ValueError they would
+        # raise at start-up (window <= 900, window >= lead + 60 hence >= 60, reserved pk, ...).
         base = Settings(
             partition_key_value=partition_key_value,
             window_seconds=window_seconds,
@@ -320,7 +319,10 @@ class Scheduler(Construct):
                 retry_attempts=EDITOR_RETRY_ATTEMPTS,
                 report_batch_item_failures=True,
                 on_failure=sources.SqsDlq(self.stream_dead_letter_queue),
-                # The editor acts on task rows only: skip removals and the meta (arming) row.
+                # The editor acts on written task rows only. Not invoked for: removals, the meta
+                # (arming) row, and Punctual's own claims (a MODIFY whose new image carries the send
+                # mark: the row is already on its way). A user's put over a row drops the mark, so
+                # it still reaches the editor. Saves one invocation record per task sent (invariant 7).
                 filters=[
                     lambda_.FilterCriteria.filter(
                         {
@@ -331,7 +333,10 @@ class Scheduler(Construct):
                     lambda_.FilterCriteria.filter(
                         {
                             "eventName": lambda_.FilterRule.is_equal("MODIFY"),
-                            "dynamodb": {"Keys": {"pk": {"S": lambda_.FilterRule.not_equals(META_PK)}}},
+                            "dynamodb": {
+                                "Keys": {"pk": {"S": lambda_.FilterRule.not_equals(META_PK)}},
+                                "NewImage": {ATTR_ENQUEUED_MS: {"N": lambda_.FilterRule.not_exists()}},
+                            },
                         }
                     ),
                 ],

@@ -10,6 +10,7 @@ from aws_cdk.assertions import Match
 from functions.core.config import ENV, META_PK, RULE_DESCRIPTION, Settings
 from functions.core.cron import parse_one_shot_cron
 from functions.core.metrics_names import LATENESS_MS, REJECTED_ROWS
+from functions.core.models import ATTR_ENQUEUED_MS
 from infra import construct as c
 
 
@@ -283,6 +284,9 @@ def test_editor_event_source(demo):
     assert sorted(p["eventName"][0] for p in patterns) == ["INSERT", "MODIFY"]
     for p in patterns:
         assert p["dynamodb"]["Keys"]["pk"]["S"] == [{"anything-but": [META_PK]}]
+    (modify,) = [p for p in patterns if p["eventName"] == ["MODIFY"]]
+    # Punctual's own claims (new image carries the send mark) never wake the editor
+    assert modify["dynamodb"]["NewImage"] == {ATTR_ENQUEUED_MS: {"N": [{"exists": False}]}}
 
 
 # ---- IAM: exactly the calls each function makes --------------------------------------------------
@@ -427,7 +431,8 @@ def test_alarms(demo, custom):
 @pytest.mark.parametrize(
     "props, message",
     [
-        ({"window_seconds": 30}, "60..900"),
+        ({"window_seconds": 30}, "window_seconds"),
+        ({"window_seconds": 60, "lead_seconds": 1}, "lead_seconds"),
         ({"window_seconds": 901}, "window_seconds"),
         ({"window_seconds": 120, "lead_seconds": 120}, "lead_seconds"),
         ({"lead_seconds": -1}, "lead_seconds"),
