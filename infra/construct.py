@@ -70,11 +70,13 @@ DLQ_RETENTION = Duration.days(14)
 DELAY_RETENTION = Duration.days(4)  # pointers live <= 15 min + retries; a DLQ keeps the failures
 DELIVERY_RETENTION = Duration.days(14)  # consumers may be down for a long weekend
 
-# Exactly the API calls each function makes (functions/core/store.py, arming.py, queues.py).
+# Exactly the API calls each function makes (handlers + functions/core store, arming, sending, queues).
+# poller: query_below/query_from, read_arm, claim/release/arm (UpdateItem), reject_row/delete (DeleteItem).
+# editor: get_row/read_arm (GetItem), claim/release/arm (UpdateItem), reject_row (DeleteItem).
 POLLER_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
-# GetItem: row at delivery time; DeleteItem: after delivery / rejection;
-# UpdateItem: per-row bookkeeping (attempt, claim) at delivery.
-CONSUMER_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem")
+# BatchGetItem: consistent reads of a delivery group's rows at delivery time (store.get_rows);
+# DeleteItem: the row after its event was sent, or after rejecting it.
+CONSUMER_TABLE_ACTIONS = ("dynamodb:BatchGetItem", "dynamodb:DeleteItem")
 EDITOR_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 RULE_ACTIONS = ("events:PutRule", "events:DisableRule")
 SEND_ACTIONS = ("sqs:SendMessage",)  # SendMessageBatch is authorised by sqs:SendMessage

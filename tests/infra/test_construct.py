@@ -313,7 +313,7 @@ def test_least_privilege(demo):
     )
     assert grants(d, s.consumer_function.role) == (
         pairs(logs, log_group(s.consumer_function))
-        | pairs(["dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"], table)
+        | pairs(["dynamodb:BatchGetItem", "dynamodb:DeleteItem"], table)
         | pairs(["sqs:SendMessage"], delivery, rejected)
         # the SQS event source (ChangeMessageVisibility is also how the consumer puts a message back)
         | pairs(["sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage",
@@ -449,3 +449,17 @@ def test_props_validated_like_settings(props, message):
 
     with pytest.raises(ValueError, match=message):
         Scheduler(Stack(App(context=NO_BUNDLING), "V"), "S", **props)
+
+
+def test_metric_names_match_what_the_functions_emit():
+    """The construct reads the metric names the handlers emit (EMF, no dimensions): each name is
+    emitted by an ``obs.metric`` call, as the shared constant or (until switched) the same literal."""
+    import re
+    from pathlib import Path
+
+    import functions
+
+    root = Path(functions.__file__).parent
+    code = "\n".join(p.read_text() for p in root.rglob("*.py") if p.name != "metrics_names.py")
+    for name, constant in ((LATENESS_MS, "LATENESS_MS"), (REJECTED_ROWS, "REJECTED_ROWS")):
+        assert re.search(rf'obs\.metric\(\s*[\w.]+,\s*(?:"{name}"|{constant}\b)', code), name
