@@ -463,3 +463,39 @@ def test_metric_names_match_what_the_functions_emit():
     code = "\n".join(p.read_text() for p in root.rglob("*.py") if p.name != "metrics_names.py")
     for name, constant in ((LATENESS_MS, "LATENESS_MS"), (REJECTED_ROWS, "REJECTED_ROWS")):
         assert re.search(rf'obs\.metric\(\s*[\w.]+,\s*(?:"{name}"|{constant}\b)', code), name
+
+
+def test_rule_dead_letter_queue_accepts_only_this_rule(demo):
+    s = demo.scheduler
+    dlq = demo.logical_id(s.rule_dead_letter_queue)
+    allows = [
+        st for p in demo.resources("AWS::SQS::QueuePolicy").values() if {"Ref": dlq} in p["Properties"]["Queues"]
+        for st in p["Properties"]["PolicyDocument"]["Statement"] if st["Effect"] == "Allow"
+    ]
+    (st,) = allows
+    assert st["Principal"] == {"Service": "events.amazonaws.com"}
+    assert st["Action"] == "sqs:SendMessage"
+    assert st["Condition"] == {"ArnEquals": {"aws:SourceArn": getatt(demo.logical_id(s.rule))}}
+
+
+def test_readme_snippet_builds():
+    """docs/construct.md and the README: construct, grant a producer, subscribe a consumer (no synth)."""
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_lambda as lambda_
+    from aws_cdk import aws_lambda_event_sources as sources
+
+    from infra import Scheduler
+
+    from .conftest import NO_BUNDLING
+
+    stack = Stack(App(context=NO_BUNDLING), "Readme")
+
+    def fn(name):
+        return lambda_.Function(stack, name, runtime=lambda_.Runtime.PYTHON_3_13, handler="index.handler",
+                                code=lambda_.Code.from_inline("def handler(e, c): pass"))
+
+    producer_fn, consumer_fn = fn("Producer"), fn("Consumer")
+    scheduler = Scheduler(stack, "Scheduler")
+    grant = scheduler.grant_schedule(producer_fn)
+    consumer_fn.add_event_source(sources.SqsEventSource(scheduler.delivery_queue, report_batch_item_failures=True))
+    assert grant.success
