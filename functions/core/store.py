@@ -12,6 +12,7 @@ from . import observability as obs
 from .clock import Clock
 from .config import Settings
 from .errors import is_conditional_failure
+from .metrics_names import REJECTED_ROWS
 from .models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, Rejection, RowRejected, Task
 from .retry import backoff_ms, call_with_retry
 
@@ -174,7 +175,7 @@ def reject_row(
     rejection = Rejection.of(item, exc, source, now)
     obs.log("WARN", "row rejected", code=rejection.code, reason=rejection.reason, pk=rejection.pk,
             sk=rejection.sk, source=source)
-    obs.metric(s.metrics_namespace, "RejectedRows", 1, timestamp_ms=now, code=rejection.code)
+    obs.metric(s.metrics_namespace, REJECTED_ROWS, 1, timestamp_ms=now, code=rejection.code)
     if not s.rejected_queue_url:
         return rejection
     call_with_retry(

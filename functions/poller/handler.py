@@ -115,7 +115,17 @@ def poll(deps: Deps) -> PollReport:
         if compare_and_set(deps.ddb, s, clock, state.version, minute) is not None:
             report.next_minute_ms = minute
             break
+        # An editor wrote meanwhile: it may also have sent rows inside our window, whose
+        # orphan checks we must keep covering. Re-read the window (claims only; no sends).
         state = read_arm(deps.ddb, s, clock)
+        again = plan_window(
+            clock.now_ms(),
+            (t for _, t in _valid_tasks(deps, query_below(deps.ddb, s, clock, window_upper_key(report.window_end_ms)),
+                                        report, "poller")),
+            s.window_ms, s.orphan_grace_ms, s.max_attempts,
+        )
+        checks = [c for c in (orphan_check, again.orphan_check_ms) if c is not None]
+        orphan_check = max(checks) if checks else None
     else:
         raise RuntimeError("could not arm the rule: the meta row kept changing")
 

@@ -343,8 +343,6 @@ def test_editor_arming_during_a_poll_makes_the_poll_replan(stack, reader):
     assert stack.rule()["State"] == "ENABLED"
 
 
-@pytest.mark.xfail(strict=True, reason="poller re-plans only beyond its window after a CAS conflict, so the "
-                   "orphan check of a row the editor sent inside the window is dropped (poller, issue 2)")
 def test_editor_send_during_a_poll_keeps_its_orphan_check_armed(stack, reader):
     due = T0_MS + 5000
     reader.skip()
