@@ -136,7 +136,7 @@ def test_deliveries_in_real_time_never_early(local):
         assert event["lateness_ms"] >= 0 and received_ms >= event["due_ms"], f"early: {event}"
         assert event["payload"] == {"sk": event["key"]}
     late = sorted(e["lateness_ms"] for e, _ in got if e["due_ms"] > now)
-    assert late[-1] < 3000, late  # generous: a shared CI machine; the demo reports the real figures
+    assert late[-1] < 5000, late  # generous: a loaded shared machine; the demo reports the real figures
     rejected = [json.loads(m["Body"]) for m in sqs.receive_message(
         QueueUrl=queues["rejected"], MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])]
     assert [(r["sk"], r["code"]) for r in rejected] == [(malformed, "seconds_not_ms")]
