@@ -482,6 +482,18 @@ def cmd_local_down(args: argparse.Namespace) -> int:
 # -- parser -----------------------------------------------------------------------------------
 
 
+def _rule_delay(text: str) -> float | None:
+    if text == "random":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("a number of seconds (0-59) or 'random'") from None
+    if not 0 <= value < 60:
+        raise argparse.ArgumentTypeError("must be within the minute: 0 <= SECONDS < 60")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .local.stack import DEFAULT_PORT
 
@@ -531,8 +543,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--cache-dir", help="template cache (default <state-dir>/cache)")
     up.add_argument("--state", help="state file (default <state-dir>/state.json)")
     up.add_argument("--no-state", action="store_true", help="keep nothing across restarts")
-    up.add_argument("--rule-delay", type=float, default=2.0,
-                    help="seconds into its minute the rule fires (EventBridge: anywhere in the minute)")
+    up.add_argument("--rule-delay", type=_rule_delay, default=2.0, metavar="SECONDS|random",
+                    help="seconds into its minute the rule fires (default 2); 'random': anywhere in the "
+                         "minute, as EventBridge may")
     up.add_argument("--prop", action="append", metavar="NAME=VALUE",
                     help="a Scheduler construct prop for the synthesis, VALUE as JSON (repeatable), "
                          "e.g. --prop window_seconds=300")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -54,10 +55,12 @@ class RuleDriver(Driver):
     """
 
     def __init__(self, rule: Rule, events: Any, targets: list[LocalFunction], log: Any,
-                 delay_s: float = 2.0, tick_s: float = 0.25, retry_delays_s: tuple[float, ...] = (60.0, 120.0)):
+                 delay_s: float | None = 2.0, tick_s: float = 0.25,
+                 retry_delays_s: tuple[float, ...] = (60.0, 120.0)):
         super().__init__(f"rule:{rule.name}", log)
         self.rule, self.events, self.targets = rule, events, targets
-        self.delay_ms = int(delay_s * 1000)
+        self.delay_s = delay_s  # None: anywhere in the minute (uniform), like EventBridge
+        self.delays_ms: dict[tuple[str, int], int] = {}
         self.tick_s = tick_s
         self.retry_delays_s = retry_delays_s  # Lambda's asynchronous retries: 1 min, then 2 min
         self.retries: list[tuple[float, LocalFunction, dict[str, Any], int]] = []
@@ -80,7 +83,7 @@ class RuleDriver(Driver):
                 self._due_retries()
                 armed = self.armed()
                 if armed is not None and armed not in self.fired:
-                    fire_at = armed[1] + self.delay_ms
+                    fire_at = armed[1] + self._delay_ms(armed)
                     if _now_ms() >= fire_at:
                         self.fired.add(armed)
                         self.fire(armed[0], armed[1])
@@ -90,6 +93,12 @@ class RuleDriver(Driver):
                 self.log("rule", f"error: {type(exc).__name__}: {exc}")
             if self.sleep(self.tick_s):
                 return
+
+    def _delay_ms(self, armed: tuple[str, int]) -> int:
+        if armed not in self.delays_ms:
+            delay = self.delay_s if self.delay_s is not None else random.uniform(0, 59.9)
+            self.delays_ms[armed] = int(delay * 1000)
+        return self.delays_ms[armed]
 
     def fire(self, expr: str, minute_ms: int) -> None:
         self.fire_count += 1

@@ -64,7 +64,7 @@ class LocalOptions:
     state_file: Path | None = None  # None: nothing persisted
     template: Path | None = None
     cache_dir: Path | None = None  # default: state_dir/cache
-    rule_delay_s: float = 2.0
+    rule_delay_s: float | None = 2.0  # None: anywhere in the minute
     sqs_concurrency: int = 4
     save_every_s: float = 5.0
     props: dict[str, Any] = field(default_factory=dict)  # construct props for the synthesis (JSON values)
@@ -249,7 +249,9 @@ class LocalStack:
         lines = [
             f"Punctual local stack on {d['endpoint_url']} (region {d['region']}, pid {d['pid']})",
             f"  table      {d['table']} (partition {d['partition']!r}, stream on)",
-            f"  rule       {d['rule']} (fires {self.opts.rule_delay_s:g}s into its one-shot cron minute)",
+            f"  rule       {d['rule']} (fires "
+            + (f"{self.opts.rule_delay_s:g}s into" if self.opts.rule_delay_s is not None else "anywhere in")
+            + " its one-shot cron minute)",
         ]
         lines += [f"  queue      {role:<13} {url}" for role, url in d["queues"].items()]
         for d_ in self.drivers:
