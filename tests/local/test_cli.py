@@ -111,3 +111,23 @@ def test_a_real_process_prints_no_traceback(tmp_path):
         )
         assert proc.returncode != 0
         one_line(proc.stderr)
+
+
+def test_rule_delay_option():
+    import argparse
+
+    from punctual.cli import _rule_delay
+
+    assert _rule_delay("2.5") == 2.5
+    assert _rule_delay("random") is None
+    for bad in ("60", "-1", "soon"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _rule_delay(bad)
+
+
+def test_local_up_refuses_a_second_stack_on_the_same_state_dir(capsys, tmp_path):
+    import os
+
+    (tmp_path / "local.pid").write_text(str(os.getppid()))  # a live process that is not us
+    code, _, err = run(capsys, tmp_path, "local", "up", "--port", str(free_port()))
+    assert code != 0 and "already running" in one_line(err)
