@@ -216,13 +216,7 @@ class SqsDriver(Driver):
                 if not self.slots.acquire(timeout=0.2):
                     continue
                 try:
-                    resp = self.sqs.receive_message(
-                        QueueUrl=self.queue.url,
-                        MaxNumberOfMessages=min(10, max(1, self.mapping.batch_size)),
-                        WaitTimeSeconds=0,
-                        AttributeNames=["All"],
-                        MessageAttributeNames=["All"],
-                    )
+                    messages = self._gather()
                 except Exception as exc:
                     self.slots.release()
                     self.errors += 1
@@ -230,7 +224,6 @@ class SqsDriver(Driver):
                     if self.sleep(1):
                         return
                     continue
-                messages = resp.get("Messages", [])
                 if not messages:
                     self.slots.release()
                     if self.sleep(self.idle_s):
@@ -239,6 +232,26 @@ class SqsDriver(Driver):
                 self.pool.submit(self._batch, messages)
         finally:
             self.pool.shutdown(wait=True)
+
+    def _receive(self, n: int) -> list[dict[str, Any]]:
+        return self.sqs.receive_message(
+            QueueUrl=self.queue.url, MaxNumberOfMessages=max(1, min(10, n)), WaitTimeSeconds=0,
+            AttributeNames=["All"], MessageAttributeNames=["All"],
+        ).get("Messages", [])
+
+    def _gather(self) -> list[dict[str, Any]]:
+        """One batch: up to BatchSize messages, gathering for MaximumBatchingWindowInSeconds (if any)."""
+        size = max(1, self.mapping.batch_size)
+        messages = self._receive(size)
+        if not messages or self.mapping.batching_window_s <= 0:
+            return messages
+        end = time.monotonic() + self.mapping.batching_window_s
+        while len(messages) < size and time.monotonic() < end and not self.stop_event.is_set():
+            more = self._receive(size - len(messages))
+            messages += more
+            if not more:
+                time.sleep(self.idle_s)
+        return messages
 
     def _batch(self, messages: list[dict[str, Any]]) -> None:
         try:
@@ -262,8 +275,8 @@ class SqsDriver(Driver):
                 for i, m in enumerate(messages)
                 if m["MessageId"] not in keep
             ]
-            if entries:
-                self.sqs.delete_message_batch(QueueUrl=self.queue.url, Entries=entries)
+            for i in range(0, len(entries), 10):
+                self.sqs.delete_message_batch(QueueUrl=self.queue.url, Entries=entries[i:i + 10])
             self.deleted += len(entries)
             self.left += len(messages) - len(entries)
         except Exception as exc:
