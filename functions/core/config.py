@@ -55,6 +55,10 @@ class Settings:
                 f"window_seconds ({self.window_seconds}) must be >= lead_seconds + 60 "
                 f"({self.lead_seconds + 60})"
             )
+        if self.orphan_grace_seconds < 0:
+            raise ValueError("orphan_grace_seconds must be >= 0")
+        if self.send_workers < 1:
+            raise ValueError("send_workers must be >= 1")
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
         if self.partition_key_value == META_PK:
@@ -108,7 +112,10 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
     for attr, var in ENV.items():
         if var in environ:
             kind = {"int": int, "bool": bool}.get(str(types[attr]), str)
-            values[attr] = _coerce(kind, environ[var])
+            try:
+                values[attr] = _coerce(kind, environ[var])
+            except ValueError:
+                raise ValueError(f"{var}={environ[var]!r}: expected an integer") from None
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
 

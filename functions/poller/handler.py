@@ -23,6 +23,9 @@ from functions.core.sending import claim_and_send
 from functions.core.store import query_below, query_from, reject_row
 
 CAS_ROUNDS = 8
+# The minute we arm must not begin before PutRule lands (a one-shot cron for a started
+# minute may never fire): plan as if "now" were this much later.
+ARM_MARGIN_MS = 10_000
 
 
 @dataclass
@@ -80,10 +83,9 @@ def poll(deps: Deps) -> PollReport:
     report = PollReport(started_ms=started, window_end_ms=started + s.window_ms)
 
     # 1. Safety net first: if this invocation dies anywhere below, a poll still follows.
-    safety = minute_not_before(started + s.orphan_grace_ms, started)
+    safety = minute_not_before(started + s.orphan_grace_ms, started + ARM_MARGIN_MS)
     arm_no_later_than(deps.ddb, s, clock, safety, replace_before_ms=started + 1)
-    sync_rule(deps.ddb, deps.events, s, clock)
-    state = read_arm(deps.ddb, s, clock)
+    state = sync_rule(deps.ddb, deps.events, s, clock)  # returns the meta row it applied
 
     # 2-3. The window, from the oldest row (past due counts) to its end.
     rows = dict(
@@ -103,18 +105,30 @@ def poll(deps: Deps) -> PollReport:
     report.sent, report.skipped, report.failed = len(sent.sent), len(sent.skipped), len(sent.failed)
     report.delays = [send.delay_seconds for send in plan.sends]
     orphan_check = plan.orphan_check_ms
+    if sent.skipped:
+        # Claimed by someone else (the editor, an overlapping poll) after we read them: their
+        # sender may die before sending, so a poll must follow their grace too.
+        skipped_check = max(max(t.due_ms, clock.now_ms()) for t in sent.skipped) + s.orphan_grace_ms
+        orphan_check = max(orphan_check or 0, skipped_check)
     if sent.failed:
         # released rows are new again: poll soon to retry them
         orphan_check = min(orphan_check or started, clock.now_ms())
 
     # 4. Next poll: compare-and-set against the version we armed, re-plan on conflict.
+    conflicted = False
     for _ in range(CAS_ROUNDS):
         next_due, beyond_check = _first_unsent_after(deps, report.window_end_ms, report)
         checks = [c for c in (orphan_check, beyond_check) if c is not None]
-        minute = next_poll_minute(clock.now_ms(), next_due, max(checks) if checks else None, s.lead_ms)
+        now = clock.now_ms()
+        minute = next_poll_minute(now + ARM_MARGIN_MS, next_due, max(checks) if checks else None, s.lead_ms)
+        if conflicted and state.armed_ms is not None and state.armed_ms > now + ARM_MARGIN_MS:
+            # Someone (an editor) wrote since we read: its arm may be for a row we did not
+            # see (e.g. inside our window); never move the rule later than a live arm.
+            minute = state.armed_ms if minute is None else min(minute, state.armed_ms)
         if compare_and_set(deps.ddb, s, clock, state.version, minute) is not None:
             report.next_minute_ms = minute
             break
+        conflicted = True
         state = read_arm(deps.ddb, s, clock)
     else:
         raise RuntimeError("could not arm the rule: the meta row kept changing")
