@@ -58,7 +58,7 @@ def to_plain(av: Any) -> Any:
     if tag == "SS":
         return sorted(val)
     if tag == "NS":
-        return sorted((_number(v) for v in val))
+        return sorted(_number(v) for v in val)
     if tag == "BS":
         return sorted(_b64(v) for v in val)
     raise UnsupportedValue(f"unknown attribute type {tag!r}")

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from .config import MAX_DELAY_SECONDS
 from .cron import minute_not_after, minute_not_before
 from .models import Task
 
 
-class RowState(str, Enum):
+class RowState(StrEnum):
     NEW = "new"  # never sent
     IN_FLIGHT = "in_flight"  # sent; its message should still arrive
     ORPHAN = "orphan"  # sent, but still present well after it should have been delivered

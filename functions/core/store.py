@@ -26,7 +26,7 @@ def _query(ddb: Any, clock: Clock, **kw: Any) -> Iterator[dict[str, Any]]:
         args = dict(kw)
         if start:
             args["ExclusiveStartKey"] = start
-        page = call_with_retry(lambda: ddb.query(**args), clock)
+        page = call_with_retry(lambda args=args: ddb.query(**args), clock)
         yield from page.get("Items", [])
         start = page.get("LastEvaluatedKey")
         if not start:
