@@ -115,20 +115,21 @@ def poll(deps: Deps) -> PollReport:
         orphan_check = min(orphan_check or started, clock.now_ms())
 
     # 4. Next poll: compare-and-set against the version we armed, re-plan on conflict.
-    conflicted = False
+    seen_armed = state.armed_ms
     for _ in range(CAS_ROUNDS):
         next_due, beyond_check = _first_unsent_after(deps, report.window_end_ms, report)
         checks = [c for c in (orphan_check, beyond_check) if c is not None]
         now = clock.now_ms()
         minute = next_poll_minute(now + ARM_MARGIN_MS, next_due, max(checks) if checks else None, s.lead_ms)
-        if conflicted and state.armed_ms is not None and state.armed_ms > now + ARM_MARGIN_MS:
-            # Someone (an editor) wrote since we read: its arm may be for a row we did not
-            # see (e.g. inside our window); never move the rule later than a live arm.
+        if state.armed_ms != seen_armed and state.armed_ms is not None and state.armed_ms > now + ARM_MARGIN_MS:
+            # Someone (an editor) moved the arm since we read it: it may be for a row we cannot
+            # see (e.g. inside our window); never move the rule later than that live arm. (An
+            # editor that only bumped the version wanted a minute no earlier than the arm we
+            # saw: its rows lie beyond our window, and the re-query above sees them.)
             minute = state.armed_ms if minute is None else min(minute, state.armed_ms)
         if compare_and_set(deps.ddb, s, clock, state.version, minute) is not None:
             report.next_minute_ms = minute
             break
-        conflicted = True
         state = read_arm(deps.ddb, s, clock)
     else:
         raise RuntimeError("could not arm the rule: the meta row kept changing")
