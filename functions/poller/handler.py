@@ -14,7 +14,7 @@ from typing import Any
 
 from functions.core import observability as obs
 from functions.core.arming import arm_no_later_than, compare_and_set, read_arm, sync_rule
-from functions.core.cron import minute_not_before, one_shot_cron
+from functions.core.cron import minute_not_before, next_minute_after, one_shot_cron
 from functions.core.keys import after_window_key, window_upper_key
 from functions.core.models import RowRejected, Task, task_from_item
 from functions.core.planning import RowState, next_poll_minute, plan_window, row_state, visible_at
@@ -110,23 +110,27 @@ def poll(deps: Deps) -> PollReport:
         # sender may die before sending, so a poll must follow their grace too.
         skipped_check = max(max(t.due_ms, clock.now_ms()) for t in sent.skipped) + s.orphan_grace_ms
         orphan_check = max(orphan_check or 0, skipped_check)
-    if sent.failed:
-        # released rows are new again: poll soon to retry them
-        orphan_check = min(orphan_check or started, clock.now_ms())
+    # Released rows (their send failed for good) are unsent again: the next poll must come
+    # by their due time - lead like any unsent row (the next minute when that has passed).
+    failed_due = min((t.due_ms for t in sent.failed), default=None)
 
     # 4. Next poll: compare-and-set against the version we armed, re-plan on conflict.
     seen_armed = state.armed_ms
     for _ in range(CAS_ROUNDS):
         next_due, beyond_check = _first_unsent_after(deps, report.window_end_ms, report)
+        if failed_due is not None:
+            next_due = failed_due if next_due is None else min(next_due, failed_due)
         checks = [c for c in (orphan_check, beyond_check) if c is not None]
         now = clock.now_ms()
         minute = next_poll_minute(now + ARM_MARGIN_MS, next_due, max(checks) if checks else None, s.lead_ms)
-        if state.armed_ms != seen_armed and state.armed_ms is not None and state.armed_ms > now + ARM_MARGIN_MS:
+        if state.armed_ms is not None and state.armed_ms != seen_armed:
             # Someone (an editor) moved the arm since we read it: it may be for a row we cannot
-            # see (e.g. inside our window); never move the rule later than that live arm. (An
-            # editor that only bumped the version wanted a minute no earlier than the arm we
-            # saw: its rows lie beyond our window, and the re-query above sees them.)
-            minute = state.armed_ms if minute is None else min(minute, state.armed_ms)
+            # see (e.g. inside our window); never move the rule later than that arm (or than the
+            # earliest minute still safe to arm). An editor that only bumped the version wanted
+            # a minute no earlier than the arm we saw: its rows lie beyond our window, and the
+            # re-query above sees them.
+            theirs = max(state.armed_ms, next_minute_after(now + ARM_MARGIN_MS))
+            minute = theirs if minute is None else min(minute, theirs)
         if compare_and_set(deps.ddb, s, clock, state.version, minute) is not None:
             report.next_minute_ms = minute
             break
