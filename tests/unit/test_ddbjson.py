@@ -81,7 +81,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(value=json_values)
 def test_from_plain_round_trip(value):
     assert to_plain(from_plain(value)) == value
