@@ -405,3 +405,15 @@ def test_arming_race_editor_later_does_not_move_the_poller_later(stack, frozen):
     _editor_arms_before_final_cas(stack, lambda: T0_MS + 50 * MIN)
     poll(stack.deps)
     assert rule_state(stack) == ("ENABLED", T0_MS + 28 * MIN)
+
+
+def test_released_row_polled_soon_even_with_rows_in_flight_beyond(stack, frozen):
+    keys = _fill(stack, 3)
+    # a row after the window already sent (by the editor): its orphan check is ~25 min away
+    stack.put_raw(sk(1_200 * S, "editor-sent"), {"k": 1}, **{ATTR_ENQUEUED_MS: {"N": str(T0_MS)},
+                                                               ATTR_ATTEMPT: {"N": "1"}})
+    stack.deps.sqs = PartialFailSqs(stack.sqs, {keys[0]}, sender_fault=True, times=1)
+    report = poll(stack.deps)
+    assert report.failed == 1
+    state, minute = rule_state(stack)
+    assert state == "ENABLED" and minute <= now_ms() + ARM_MARGIN_MS + MIN
