@@ -84,8 +84,8 @@ def poll(deps: Deps) -> PollReport:
 
     # 1. Safety net first: if this invocation dies anywhere below, a poll still follows.
     safety = minute_not_before(started + s.orphan_grace_ms, started + ARM_MARGIN_MS)
-    arm_no_later_than(deps.ddb, s, clock, safety, replace_before_ms=started + 1)
-    state = sync_rule(deps.ddb, deps.events, s, clock)  # returns the meta row it applied
+    state = arm_no_later_than(deps.ddb, s, clock, safety, replace_before_ms=started + 1)
+    state = sync_rule(deps.ddb, deps.events, s, clock, state)  # the meta row as applied (its version)
 
     # 2-3. The window, from the oldest row (past due counts) to its end.
     rows = dict(
@@ -112,14 +112,14 @@ def poll(deps: Deps) -> PollReport:
         orphan_check = max(orphan_check or 0, skipped_check)
     # Released rows (their send failed for good) are unsent again: the next poll must come
     # by their due time - lead like any unsent row (the next minute when that has passed).
-    failed_due = min((t.due_ms for t in sent.failed), default=None)
+    unsent_due = min((t.due_ms for t in sent.failed), default=None)
 
     # 4. Next poll: compare-and-set against the version we armed, re-plan on conflict.
     seen_armed = state.armed_ms
     for _ in range(CAS_ROUNDS):
         next_due, beyond_check = _first_unsent_after(deps, report.window_end_ms, report)
-        if failed_due is not None:
-            next_due = failed_due if next_due is None else min(next_due, failed_due)
+        if unsent_due is not None:
+            next_due = unsent_due if next_due is None else min(next_due, unsent_due)
         checks = [c for c in (orphan_check, beyond_check) if c is not None]
         now = clock.now_ms()
         minute = next_poll_minute(now + ARM_MARGIN_MS, next_due, max(checks) if checks else None, s.lead_ms)
@@ -131,15 +131,30 @@ def poll(deps: Deps) -> PollReport:
             # re-query above sees them.
             theirs = max(state.armed_ms, next_minute_after(now + ARM_MARGIN_MS))
             minute = theirs if minute is None else min(minute, theirs)
-        if compare_and_set(deps.ddb, s, clock, state.version, minute) is not None:
+        written = compare_and_set(deps.ddb, s, clock, state.version, minute)
+        if written is not None:
             report.next_minute_ms = minute
             break
+        # An editor wrote meanwhile: it may also have sent rows inside our window, whose
+        # orphan checks we must keep covering. Re-read the window (claims only; no sends).
         state = read_arm(deps.ddb, s, clock)
+        again = plan_window(
+            clock.now_ms(),
+            (t for _, t in _valid_tasks(deps, query_below(deps.ddb, s, clock, window_upper_key(report.window_end_ms)),
+                                        report, "poller")),
+            s.window_ms, s.orphan_grace_ms, s.max_attempts,
+        )
+        checks = [c for c in (orphan_check, again.orphan_check_ms) if c is not None]
+        orphan_check = max(checks) if checks else None
+        # Rows of our window that are (again) unsent, e.g. the editor's: poll for them soon.
+        unsent = min((send.task.due_ms for send in again.sends), default=None)
+        if unsent is not None:
+            unsent_due = unsent if unsent_due is None else min(unsent_due, unsent)
     else:
         raise RuntimeError("could not arm the rule: the meta row kept changing")
 
     # 5. Apply to the rule (converges with concurrent editors).
-    sync_rule(deps.ddb, deps.events, s, clock)
+    sync_rule(deps.ddb, deps.events, s, clock, written)
     obs.log("INFO", "poll done", **report.summary(), window_end_ms=report.window_end_ms)
     return report
 
