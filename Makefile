@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-long demo synth bench lint clean
+.PHONY: install test test-long demo synth cdk-synth bench lint clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -26,5 +26,16 @@ lint: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/punctual demo
 
+# The cdk.json app, synthesized directly with Python (no CDK CLI needed): writes cdk.out/.
+synth: $(STAMP)
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=1 $(BIN)/python -m infra.app
+
+# The same through the CDK CLI (`npx aws-cdk synth`), installed locally in node_modules/ if missing.
+node_modules/.bin/cdk:
+	npm install --no-save --no-audit --no-fund aws-cdk
+
+cdk-synth: $(STAMP) node_modules/.bin/cdk
+	npx --no-install aws-cdk synth --quiet
+
 clean:
-	rm -rf $(VENV) cdk.out .pytest_cache
+	rm -rf $(VENV) cdk.out node_modules .pytest_cache

@@ -231,7 +231,23 @@ class Rejection(BaseModel):
         return self.model_copy(update={"item": {k: v for k, v in self.item.items() if k in ("pk", "sk")}})
 
     def body(self) -> str:
-        return dumps(self.model_dump())
+        """JSON for the rejected-rows queue; a row too big for one SQS message is cut to
+        its key and attribute names (the reason still says what was wrong)."""
+        text = dumps(self.model_dump())
+        size = len(text.encode("utf-8"))
+        if size <= MAX_REJECTION_BYTES:
+            return text
+        item = self.item if isinstance(self.item, dict) else {}
+        slim = {k: item[k] for k in ("pk", "sk") if k in item and len(dumps(item[k])) <= 2048}
+        slim["_truncated"] = {
+            "note": f"row omitted: the rejection was {size} bytes, over the SQS limit",
+            "attributes": sorted(str(k) for k in item)[:100],
+        }
+        return dumps(self.model_copy(update={"item": slim}).model_dump())
+
+
+# One SQS message (the rejected-rows queue); rows can be up to 400 KB in DynamoDB.
+MAX_REJECTION_BYTES = 262_144
 
 
 def _jsonable(item: Any) -> dict[str, Any]:

@@ -7,23 +7,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from .config import MAX_DELAY_SECONDS
 from .cron import minute_not_after, minute_not_before
 from .models import Task
 
 
-class RowState(str, Enum):
+class RowState(StrEnum):
     NEW = "new"  # never sent
     IN_FLIGHT = "in_flight"  # sent; its message should still arrive
     ORPHAN = "orphan"  # sent, but still present well after it should have been delivered
     EXHAUSTED = "exhausted"  # orphaned after max attempts: undeliverable
 
 
-def delay_seconds(due_ms: int, now_ms: int) -> int:
-    """SQS DelaySeconds for a task: ceil (never early), 0 when past due, at most 900."""
-    remaining = due_ms - now_ms
+def delay_seconds(due_ms: int, now_ms: int, wake_early_ms: int = 0) -> int:
+    """SQS DelaySeconds for a task: 0 when past due, at most 900.
+
+    Rounded up (ceil) towards ``due - wake_early_ms``: the message never becomes
+    visible before that instant. With ``wake_early_ms = 0`` it is never visible
+    before due; with the default setting (1000 ms) it is visible up to a second
+    before due and the consumer waits the last fraction in-process, so delivery
+    lands on the millisecond instead of up to a second late (DESIGN.md, Shape).
+    """
+    remaining = due_ms - wake_early_ms - now_ms
     if remaining <= 0:
         return 0
     return min(-(-remaining // 1000), MAX_DELAY_SECONDS)
@@ -43,7 +50,9 @@ MAX_MARK_SKEW_MS = 60_000
 
 def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int) -> RowState:
     if task.enqueued_ms is None:
-        return RowState.NEW
+        # A released row (its send failed for good) is new again, but only until it has
+        # used up its attempts: otherwise a permanent send failure would loop forever.
+        return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.NEW
     if task.enqueued_ms > now_ms + MAX_MARK_SKEW_MS:
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.ORPHAN
     if now_ms <= visible_at(task) + orphan_grace_ms:
@@ -74,6 +83,7 @@ def plan_window(
     window_ms: int,
     orphan_grace_ms: int,
     max_attempts: int,
+    wake_early_ms: int = 0,
 ) -> WindowPlan:
     """Plan a poll at ``now_ms`` over rows read up to ``now_ms + window_ms``.
 
@@ -90,7 +100,7 @@ def plan_window(
             continue
         state = row_state(task, now_ms, orphan_grace_ms, max_attempts)
         if state in (RowState.NEW, RowState.ORPHAN):
-            plan.sends.append(Send(task, delay_seconds(task.due_ms, now_ms)))
+            plan.sends.append(Send(task, delay_seconds(task.due_ms, now_ms, wake_early_ms)))
             checks.append(max(task.due_ms, now_ms) + orphan_grace_ms)
         elif state is RowState.IN_FLIGHT:
             plan.in_flight += 1

@@ -13,6 +13,8 @@ from .errors import error_code, is_retryable
 from .retry import backoff_ms
 
 BATCH = 10
+# SendMessageBatch: the bodies of one call total at most 256 KiB.
+MAX_BATCH_BYTES = 262_144
 
 
 @dataclass(frozen=True)
@@ -39,16 +41,34 @@ def send_all(
     attempts: int = 6,
     delay_for: Callable[[Outgoing], int] | None = None,
 ) -> list[Failed]:
-    """Send every message, 10 per call; return only those that still failed.
+    """Send every message, 10 per call (and 256 KiB); return only those that still failed.
 
     Entry ids are positions within the call ("0".."9"), so they cannot collide.
     ``delay_for`` recomputes DelaySeconds right before each call (the clock moves
     while earlier batches are sent); it may only shrink the planned delay.
     """
     failed: list[Failed] = []
-    for start in range(0, len(messages), BATCH):
-        failed.extend(_send_batch(sqs, queue_url, list(messages[start : start + BATCH]), clock, attempts, delay_for))
+    for batch in batches(messages):
+        failed.extend(_send_batch(sqs, queue_url, batch, clock, attempts, delay_for))
     return failed
+
+
+def batches(messages: Sequence[Outgoing], max_bytes: int = MAX_BATCH_BYTES) -> list[list[Outgoing]]:
+    """Consecutive groups of at most 10 messages whose bodies total at most ``max_bytes``
+    (SQS refuses a whole SendMessageBatch over that size with BatchRequestTooLong)."""
+    out: list[list[Outgoing]] = []
+    current: list[Outgoing] = []
+    size = 0
+    for msg in messages:
+        n = len(msg.body.encode("utf-8"))
+        if current and (len(current) == BATCH or size + n > max_bytes):
+            out.append(current)
+            current, size = [], 0
+        current.append(msg)
+        size += n
+    if current:
+        out.append(current)
+    return out
 
 
 def _send_batch(sqs, queue_url, batch, clock, attempts, delay_for) -> list[Failed]:

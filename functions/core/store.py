@@ -12,8 +12,9 @@ from . import observability as obs
 from .clock import Clock
 from .config import Settings
 from .errors import is_conditional_failure
+from .metrics_names import REJECTED_ROWS
 from .models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, Rejection, RowRejected, Task
-from .retry import call_with_retry
+from .retry import backoff_ms, call_with_retry
 
 
 def _key(pk: str, sk: str) -> dict[str, Any]:
@@ -26,7 +27,7 @@ def _query(ddb: Any, clock: Clock, **kw: Any) -> Iterator[dict[str, Any]]:
         args = dict(kw)
         if start:
             args["ExclusiveStartKey"] = start
-        page = call_with_retry(lambda: ddb.query(**args), clock)
+        page = call_with_retry(lambda a=args: ddb.query(**a), clock)
         yield from page.get("Items", [])
         start = page.get("LastEvaluatedKey")
         if not start:
@@ -125,6 +126,32 @@ def get_row(ddb: Any, s: Settings, clock: Clock, pk: str, sk: str) -> dict[str, 
     return resp.get("Item")
 
 
+def get_rows(
+    ddb: Any, s: Settings, clock: Clock, keys: list[tuple[str, str]], attempts: int = 8
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Consistent reads of many rows in one round trip per 100 keys (BatchGetItem).
+
+    Same read cost as one GetItem per key; returns only the rows that exist.
+    Unprocessed keys are retried with backoff; if some remain, raises RuntimeError.
+    """
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    unique = list(dict.fromkeys(keys))
+    for start in range(0, len(unique), 100):
+        pending: list[dict[str, Any]] = [_key(pk, sk) for pk, sk in unique[start : start + 100]]
+        for attempt in range(1, attempts + 1):
+            request = {s.table_name: {"Keys": pending, "ConsistentRead": True}}
+            resp = call_with_retry(lambda r=request: ddb.batch_get_item(RequestItems=r), clock)
+            for item in resp.get("Responses", {}).get(s.table_name, []):
+                found[(item["pk"]["S"], item["sk"]["S"])] = item
+            pending = resp.get("UnprocessedKeys", {}).get(s.table_name, {}).get("Keys", [])
+            if not pending:
+                break
+            if attempt == attempts:
+                raise RuntimeError(f"BatchGetItem left {len(pending)} key(s) unprocessed")
+            clock.sleep_ms(backoff_ms(attempt))
+    return found
+
+
 def delete_row(ddb: Any, s: Settings, clock: Clock, pk: str, sk: str) -> None:
     call_with_retry(lambda: ddb.delete_item(TableName=s.table_name, Key=_key(pk, sk)), clock)
 
@@ -148,7 +175,7 @@ def reject_row(
     rejection = Rejection.of(item, exc, source, now)
     obs.log("WARN", "row rejected", code=rejection.code, reason=rejection.reason, pk=rejection.pk,
             sk=rejection.sk, source=source)
-    obs.metric(s.metrics_namespace, "RejectedRows", 1, timestamp_ms=now, code=rejection.code)
+    obs.metric(s.metrics_namespace, REJECTED_ROWS, 1, timestamp_ms=now, code=rejection.code)
     if not s.rejected_queue_url:
         return rejection
     call_with_retry(

@@ -1,0 +1,1 @@
+"""Consumer Lambda: delay queue -> wait to the exact ms -> verify the row -> deliver -> delete."""

@@ -1,0 +1,176 @@
+"""Consumer decisions: parse delay-queue records, wait or put back, group deliveries.
+
+Pure functions of (records, now, settings); the consumer handler does the I/O.
+A record is one message of a Lambda SQS event (``messageId``, ``receiptHandle``,
+``body``, ``attributes``); its body is a :class:`~functions.core.models.DelayMessage`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from pydantic import ValidationError
+
+from .config import META_PK
+from .keys import InvalidKey, decode_sk
+from .models import DelayMessage
+
+# SQS ChangeMessageVisibility accepts 0..43200 s (12 h).
+MAX_VISIBILITY_SECONDS = 43_200
+# Deliveries due within this many ms of the earliest pending one share a wait and
+# one SendMessageBatch (the earliest is then at most this much later than it could be).
+COALESCE_MS = 10
+
+
+class PoisonMessage(ValueError):
+    """A record whose body is not a usable DelayMessage: it can never be delivered."""
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One parsed delay-queue record."""
+
+    message_id: str
+    receipt_handle: str
+    message: DelayMessage
+    receive_count: int
+    position: int  # index in the event (keeps the order stable among equal due times)
+
+    @property
+    def due_ms(self) -> int:
+        return self.message.due_ms
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.message.pk, self.message.sk
+
+
+def message_id_of(record: Mapping[str, Any], position: int) -> str:
+    mid = record.get("messageId") if isinstance(record, Mapping) else None
+    return mid if isinstance(mid, str) and mid else f"#{position}"
+
+
+def parse_record(record: Mapping[str, Any], position: int, partition: str) -> Pending:
+    """Parse one SQS event record or raise :class:`PoisonMessage` with the reason."""
+    if not isinstance(record, Mapping):
+        raise PoisonMessage("record is not a map")
+    mid, handle, body = record.get("messageId"), record.get("receiptHandle"), record.get("body")
+    if not isinstance(mid, str) or not mid:
+        raise PoisonMessage("record has no messageId")
+    if not isinstance(handle, str) or not handle:
+        raise PoisonMessage("record has no receiptHandle")
+    if not isinstance(body, str):
+        raise PoisonMessage("record has no body")
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise PoisonMessage(f"body is not JSON: {str(exc)[:120]}") from exc
+    if not isinstance(data, dict):
+        raise PoisonMessage("body is not a JSON object")
+    try:
+        msg = DelayMessage.model_validate(data, strict=True)
+    except ValidationError as exc:
+        raise PoisonMessage(f"body is not a DelayMessage: {exc.error_count()} error(s), "
+                            f"first: {exc.errors()[0]['loc']} {exc.errors()[0]['msg']}"[:300]) from exc
+    if msg.pk == META_PK or msg.pk != partition:
+        # Never read, deliver or delete rows outside the scheduler partition.
+        raise PoisonMessage(f"pk {msg.pk[:64]!r} is not the scheduler partition {partition!r}")
+    try:
+        key = decode_sk(msg.sk)
+    except InvalidKey as exc:
+        raise PoisonMessage(f"sk is invalid: {exc.code}") from exc
+    if key.due_ms != msg.due_ms:
+        raise PoisonMessage(f"due_ms {msg.due_ms} does not match the sk ({key.due_ms})")
+    attrs = record.get("attributes")
+    count = _receive_count(attrs.get("ApproximateReceiveCount") if isinstance(attrs, Mapping) else None)
+    return Pending(message_id=mid, receipt_handle=handle, message=msg, receive_count=count, position=position)
+
+
+def _receive_count(raw: object) -> int:
+    try:
+        value = int(str(raw))
+    except (TypeError, ValueError):
+        return 1
+    return max(1, value)
+
+
+class Action(StrEnum):
+    DELIVER = "deliver"  # due already
+    WAIT = "wait"  # due soon: wait in-process until the exact ms
+    PUT_BACK = "put_back"  # due later: hide the message until its due time
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    wait_ms: int = 0
+    visibility_seconds: int = 0
+
+
+def visibility_seconds(remaining_ms: int, max_wait_ms: int = 0) -> int:
+    """VisibilityTimeout (whole seconds) for a message due ``remaining_ms`` from now.
+
+    When the in-process wait covers a second (``max_wait_ms >= 1000``) the message is
+    brought back up to 1 s *before* due (floor), so the consumer then waits to the exact
+    ms instead of delivering up to 999 ms late; otherwise it comes back at or after due
+    (ceil). Either way nothing is delivered early: delivery always re-checks the clock.
+    """
+    if max_wait_ms >= 1000:
+        seconds = remaining_ms // 1000
+    else:
+        seconds = -(-remaining_ms // 1000)
+    return max(1, min(seconds, MAX_VISIBILITY_SECONDS))
+
+
+def classify(due_ms: int, now_ms: int, max_wait_ms: int) -> Decision:
+    """What to do with a message due at ``due_ms`` that we hold at ``now_ms``."""
+    remaining = due_ms - now_ms
+    if remaining <= 0:
+        return Decision(Action.DELIVER)
+    if remaining <= max_wait_ms:
+        return Decision(Action.WAIT, wait_ms=remaining)
+    return Decision(Action.PUT_BACK, visibility_seconds=visibility_seconds(remaining, max_wait_ms))
+
+
+@dataclass
+class BatchPlan:
+    put_back: list[tuple[Pending, int]]  # (record, VisibilityTimeout seconds)
+    keep: list[Pending]  # sorted by due: delivered in this invocation (after a wait if needed)
+
+
+def plan_batch(records: Iterable[Pending], now_ms: int, max_wait_ms: int) -> BatchPlan:
+    """Split parsed records into those put back and those kept, the kept sorted by due."""
+    plan = BatchPlan(put_back=[], keep=[])
+    for rec in records:
+        decision = classify(rec.due_ms, now_ms, max_wait_ms)
+        if decision.action is Action.PUT_BACK:
+            plan.put_back.append((rec, decision.visibility_seconds))
+        else:
+            plan.keep.append(rec)
+    plan.keep.sort(key=lambda r: (r.due_ms, r.position))
+    plan.put_back.sort(key=lambda p: (p[0].due_ms, p[0].position))
+    return plan
+
+
+def next_group(dues: Sequence[int], now_ms: int, coalesce_ms: int = COALESCE_MS) -> tuple[int, int]:
+    """From dues sorted ascending: (how many lead records to deliver together, ms to wait first).
+
+    The group is every record due by ``max(now, first due) + coalesce_ms`` that is
+    also due by then; the wait is until the last of them is due.
+    """
+    if not dues:
+        return 0, 0
+    horizon = max(now_ms, dues[0]) + max(0, coalesce_ms)
+    n = 1
+    while n < len(dues) and dues[n] <= horizon:
+        n += 1
+    return n, max(0, dues[n - 1] - now_ms)
+
+
+def not_yet_due(dues: Iterable[int], now_ms: int) -> int:
+    """ms still to wait before every due in ``dues`` has passed (0 when all are due)."""
+    return max([0, *(d - now_ms for d in dues)])

@@ -1,0 +1,19 @@
+"""Names of the metrics the functions emit (EMF, no dimensions) and the construct reads.
+
+Single source of truth shared by the handlers (emit) and the CDK construct
+(``Scheduler.metric_*`` and its alarms). The namespace is a setting
+(``Settings.metrics_namespace``, default ``"Punctual"``).
+"""
+
+from __future__ import annotations
+
+# Consumer: milliseconds between a task's due time and its delivery (unit Milliseconds).
+LATENESS_MS = "LatenessMs"
+# Any function: rows refused and moved to the rejected-rows queue (unit Count).
+REJECTED_ROWS = "RejectedRows"
+# Consumer: events delivered, messages dropped (row cancelled/rescheduled), put back (far
+# early), poison messages (unreadable bodies) per invocation (unit Count).
+DELIVERED = "Delivered"
+DROPPED = "Dropped"
+PUT_BACK = "PutBack"
+POISON_MESSAGES = "PoisonMessages"

@@ -1,0 +1,139 @@
+"""Classification of DynamoDB stream records for the editor (pure).
+
+Each record of the table's stream is one of:
+
+- ``IGNORE``: nothing to do (REMOVE, the meta partition, a row already in flight,
+  a released claim, an image-less record);
+- ``REJECT``: the row itself is malformed (``rejection`` says why);
+- ``SEND_NOW``: a valid row due within the window (or past due): claim and send it
+  at once, then make sure a poll follows its orphan check;
+- ``ARM_LATER``: a valid row due after the window: make sure a poll starts by
+  ``due - lead``.
+
+:func:`plan_batch` folds a batch into the rows to send and the one minute to arm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .config import META_PK, Settings
+from .cron import minute_not_after, minute_not_before
+from .models import ATTR_ENQUEUED_MS, RowRejected, Task, task_from_item
+
+
+class Action(StrEnum):
+    IGNORE = "ignore"
+    REJECT = "reject"
+    SEND_NOW = "send_now"
+    ARM_LATER = "arm_later"
+
+
+@dataclass(frozen=True)
+class Classified:
+    action: Action
+    sequence_number: str | None
+    item: dict[str, Any] | None = None  # the NewImage (attribute values) when there is one
+    task: Task | None = None
+    rejection: RowRejected | None = None
+    note: str = ""
+
+
+def sequence_number(record: Any) -> str | None:
+    if isinstance(record, Mapping):
+        ddb = record.get("dynamodb")
+        if isinstance(ddb, Mapping):
+            seq = ddb.get("SequenceNumber")
+            return str(seq) if seq is not None else None
+    return None
+
+
+def _pk_of(image: Any) -> str | None:
+    if isinstance(image, Mapping):
+        pk = image.get("pk")
+        if isinstance(pk, Mapping) and isinstance(pk.get("S"), str):
+            return pk["S"]
+    return None
+
+
+def classify_record(record: Any, s: Settings, now_ms: int) -> Classified:
+    """Decide what the editor does with one stream record. Never raises for a bad row."""
+    seq = sequence_number(record)
+    if not isinstance(record, Mapping) or not isinstance(record.get("dynamodb"), Mapping):
+        return Classified(Action.IGNORE, seq, note="not a DynamoDB stream record")
+    name = record.get("eventName")
+    data = record["dynamodb"]
+    if name == "REMOVE":
+        return Classified(Action.IGNORE, seq, note="remove")
+    if name not in ("INSERT", "MODIFY"):
+        return Classified(Action.IGNORE, seq, note=f"unknown event {name!r}")
+    new = data.get("NewImage")
+    if META_PK in (_pk_of(data.get("Keys")), _pk_of(new)):
+        return Classified(Action.IGNORE, seq, note="meta partition")
+    if not isinstance(new, Mapping):
+        # KEYS_ONLY / OLD_IMAGE streams: the poller still finds the row, just later.
+        return Classified(Action.IGNORE, seq, note="no NewImage (stream view must include new images)")
+    item = dict(new)
+    if name == "MODIFY":
+        old = data.get("OldImage")
+        if ATTR_ENQUEUED_MS in item:
+            return Classified(Action.IGNORE, seq, item, note="in flight")
+        if isinstance(old, Mapping) and ATTR_ENQUEUED_MS in old:
+            # A claim released after a failed send: whoever released it retries it.
+            return Classified(Action.IGNORE, seq, item, note="claim released")
+    try:
+        task = task_from_item(item, s.partition_key_value)
+    except RowRejected as exc:
+        return Classified(Action.REJECT, seq, item, rejection=exc)
+    except Exception as exc:  # a row we cannot even parse is still the row's problem
+        return Classified(Action.REJECT, seq, item, rejection=RowRejected("malformed", str(exc)[:200]))
+    if task.due_ms <= now_ms + s.window_ms:
+        return Classified(Action.SEND_NOW, seq, item, task=task)
+    return Classified(Action.ARM_LATER, seq, item, task=task)
+
+
+def send_arm_minute(task: Task, s: Settings, now_ms: int) -> int:
+    """A poll after the orphan check of a row sent now (finds it if its message is lost)."""
+    return minute_not_before(max(task.due_ms, now_ms) + s.orphan_grace_ms, now_ms)
+
+
+def later_arm_minute(task: Task, s: Settings, now_ms: int) -> int:
+    """The latest minute a poll can start and still send a row due after the window."""
+    return minute_not_after(task.due_ms - s.lead_ms, now_ms)
+
+
+@dataclass
+class BatchPlan:
+    records: list[Classified] = field(default_factory=list)
+    arm_minute_ms: int | None = None
+
+    def of(self, action: Action) -> list[Classified]:
+        return [c for c in self.records if c.action is action]
+
+    @property
+    def send_now(self) -> list[Task]:
+        tasks = [c.task for c in self.of(Action.SEND_NOW) if c.task is not None]
+        return sorted({t.sk: t for t in tasks}.values(), key=lambda t: t.sk)
+
+    @property
+    def arming_records(self) -> list[Classified]:
+        """Records whose rows rely on the arm (retry them if arming fails)."""
+        return [c for c in self.records if c.action in (Action.SEND_NOW, Action.ARM_LATER)]
+
+
+def plan_batch(records: Iterable[Any], s: Settings, now_ms: int) -> BatchPlan:
+    """Classify a batch and pick the one minute to arm: the earliest any of its rows needs."""
+    plan = BatchPlan(records=[classify_record(r, s, now_ms) for r in records])
+    minutes = []
+    for c in plan.records:
+        if c.task is None:
+            continue
+        if c.action is Action.SEND_NOW:
+            minutes.append(send_arm_minute(c.task, s, now_ms))
+        elif c.action is Action.ARM_LATER:
+            minutes.append(later_arm_minute(c.task, s, now_ms))
+    plan.arm_minute_ms = min(minutes) if minutes else None
+    return plan

@@ -1,0 +1,359 @@
+"""Python client for services: schedule, list, cancel and reschedule tasks.
+
+The client writes exactly the documented row (``pk`` S, ``sk`` S ``"<13-digit ms>#<id>"``,
+``payload`` M) and validates it with the same code the stream handler uses, so a
+client insert and a raw insert are the same thing. The key (``sk``) returned by
+:meth:`PunctualClient.schedule` is the task's handle for get/cancel/reschedule.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from functions.core.clock import Clock, SystemClock, iso_ms, to_epoch_ms
+from functions.core.config import Settings
+from functions.core.ddbjson import UnsupportedValue, from_plain
+from functions.core.errors import error_code, is_conditional_failure, is_retryable
+from functions.core.keys import MAX_DUE_MS, InvalidKey, decode_sk, encode_sk, validate_id
+from functions.core.models import RowRejected, Task, task_from_item
+from functions.core.retry import backoff_ms, call_with_retry
+from functions.core.store import get_row, query_from
+
+from .errors import AlreadyDelivered, AlreadyExists, InvalidSchedule, NotFound, PartialWrite, PunctualError
+
+BATCH_WRITE = 25
+# Epoch ms before 2001-09-09 have fewer than 13 digits: almost surely epoch seconds.
+MIN_PLAUSIBLE_MS = 1_000_000_000_000
+
+When = datetime | int
+
+
+@dataclass(frozen=True)
+class ScheduledTask:
+    """A pending task. ``key`` (the row's sk) is the handle for get/cancel/reschedule."""
+
+    key: str
+    id: str
+    due_ms: int
+    payload: dict[str, Any]
+    enqueued_ms: int | None = None  # set once Punctual has pushed it to the delay queue
+    attempt: int = 0
+
+    @property
+    def due(self) -> datetime:
+        return datetime.fromtimestamp(self.due_ms / 1000, tz=UTC)
+
+    @property
+    def due_iso(self) -> str:
+        return iso_ms(self.due_ms)
+
+    @property
+    def in_flight(self) -> bool:
+        return self.enqueued_ms is not None
+
+    @classmethod
+    def of(cls, task: Task) -> ScheduledTask:
+        return cls(task.sk, task.id, task.due_ms, task.payload, task.enqueued_ms, task.attempt)
+
+
+def to_due_ms(at: Any) -> int:
+    """Aware datetime or integer epoch ms -> epoch ms, or :class:`InvalidSchedule`."""
+    if isinstance(at, datetime):
+        try:
+            ms = to_epoch_ms(at)
+        except (ValueError, OverflowError) as exc:
+            raise InvalidSchedule(str(exc), "naive_datetime") from exc
+    elif isinstance(at, bool) or at is None:
+        raise InvalidSchedule(f"due time must be an aware datetime or epoch ms, got {at!r}", "bad_time")
+    elif isinstance(at, int):
+        ms = at
+    elif isinstance(at, float):
+        if not math.isfinite(at) or at != int(at):
+            raise InvalidSchedule(f"due time {at!r} is not a whole number of epoch ms", "bad_time")
+        ms = int(at)
+    else:
+        raise InvalidSchedule(f"due time must be an aware datetime or epoch ms, got {type(at).__name__}", "bad_time")
+    if 0 <= ms < MIN_PLAUSIBLE_MS:
+        raise InvalidSchedule(f"due time {ms} looks like epoch seconds; give epoch milliseconds", "seconds_not_ms")
+    if ms >= MAX_DUE_MS:
+        raise InvalidSchedule("due time is after 2199-12-31T23:59:59.999Z", "year_out_of_range")
+    if ms < 0:
+        raise InvalidSchedule("due time is before 1970", "negative")
+    return ms
+
+
+def _bound_ms(at: Any) -> int:
+    """A list() bound: like a due time, but any instant from 1970 to 2200 is fine."""
+    if isinstance(at, int) and not isinstance(at, bool) and 0 <= at <= MAX_DUE_MS:
+        return at
+    if isinstance(at, datetime):
+        try:
+            return min(max(to_epoch_ms(at), 0), MAX_DUE_MS)
+        except (ValueError, OverflowError) as exc:
+            raise InvalidSchedule(str(exc), "naive_datetime") from exc
+    return to_due_ms(at)
+
+
+def key_of(key_or_task: Any) -> str:
+    """The sk of a task handle (a key string or a :class:`ScheduledTask`), validated."""
+    key = key_or_task.key if isinstance(key_or_task, ScheduledTask) else key_or_task
+    try:
+        decode_sk(key)
+    except InvalidKey as exc:
+        raise InvalidSchedule(f"not a task key: {exc.reason}", exc.code) from exc
+    return key
+
+
+class PunctualClient:
+    """Schedule one-off tasks in a Punctual table.
+
+    ``ddb`` is a boto3 low-level DynamoDB client (created with ``boto3.client("dynamodb")``
+    on first use when omitted); ``clock`` only matters for retries and for telling
+    :class:`AlreadyDelivered` from :class:`NotFound`.
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        partition_key_value: str = "scheduler",
+        *,
+        ddb: Any = None,
+        clock: Clock | None = None,
+    ):
+        try:
+            self.settings = Settings(table_name=table_name, partition_key_value=partition_key_value)
+        except ValueError as exc:
+            raise InvalidSchedule(str(exc), "bad_partition") from exc
+        self._ddb = ddb
+        self.clock: Clock = clock or SystemClock()
+
+    @property
+    def table_name(self) -> str:
+        return self.settings.table_name
+
+    @property
+    def partition_key_value(self) -> str:
+        return self.settings.partition_key_value
+
+    @property
+    def ddb(self) -> Any:
+        if self._ddb is None:
+            import boto3
+
+            self._ddb = boto3.client("dynamodb")
+        return self._ddb
+
+    # -- building rows ------------------------------------------------------
+    def build_item(self, at: When, payload: Mapping[str, Any], id: str | None = None) -> tuple[dict[str, Any], Task]:
+        """The row for a task (attribute values) and its validated :class:`Task`; writes nothing."""
+        due_ms = to_due_ms(at)
+        task_id = uuid.uuid4().hex if id is None else id
+        try:
+            validate_id(task_id)
+            sk = encode_sk(due_ms, task_id)
+        except InvalidKey as exc:
+            raise InvalidSchedule(exc.reason, exc.code) from exc
+        if not isinstance(payload, Mapping):
+            raise InvalidSchedule(f"payload must be a dict, got {type(payload).__name__}", "payload_not_map")
+        try:
+            av = from_plain(dict(payload))
+        except (UnsupportedValue, RecursionError) as exc:
+            raise InvalidSchedule(f"payload is not storable as JSON: {exc}", "payload_unsupported") from exc
+        item = {"pk": {"S": self.partition_key_value}, "sk": {"S": sk}, "payload": av}
+        try:  # the very check the stream handler runs: client rows are never rejected later
+            task = task_from_item(item, self.partition_key_value)
+        except RowRejected as exc:
+            raise InvalidSchedule(exc.reason, exc.code) from exc
+        return item, task
+
+    # -- writes -------------------------------------------------------------
+    def schedule(self, at: When, payload: Mapping[str, Any], id: str | None = None) -> ScheduledTask:
+        """Schedule ``payload`` for delivery at ``at`` (aware datetime or epoch ms).
+
+        Raises :class:`InvalidSchedule` (nothing written) or :class:`AlreadyExists`
+        when a task with the same due ms and id but another payload exists (scheduling
+        the identical task again is a no-op, so retries are safe).
+        """
+        item, task = self.build_item(at, payload, id)
+        try:
+            call_with_retry(
+                lambda: self.ddb.put_item(
+                    TableName=self.table_name, Item=item, ConditionExpression="attribute_not_exists(sk)"
+                ),
+                self.clock,
+            )
+        except Exception as exc:
+            if not is_conditional_failure(exc):
+                raise
+            # Same key: fine if it is the very same task (our own earlier attempt, whose
+            # response was lost, or a caller retrying with the same id); an error otherwise.
+            existing = get_row(self.ddb, self.settings, self.clock, self.partition_key_value, task.sk)
+            if existing is None or self._task(existing, task.sk).payload != task.payload:
+                raise AlreadyExists(task.sk) from exc
+        return ScheduledTask.of(task)
+
+    def schedule_many(self, items: Iterable[Any], max_attempts: int = 8) -> list[ScheduledTask]:
+        """Schedule many tasks with BatchWriteItem (25 per call).
+
+        ``items``: ``(at, payload)`` or ``(at, payload, id)`` tuples, or mappings with
+        keys ``at``, ``payload`` and optional ``id``. Every item is validated before
+        anything is written. Unprocessed items are retried with backoff; if some are
+        still unwritten after ``max_attempts`` calls, :class:`PartialWrite` is raised
+        (retrying with the same ids is safe). Unlike :meth:`schedule`, an existing row
+        with the same key is overwritten (BatchWriteItem has no conditions).
+        """
+        built: list[tuple[dict[str, Any], Task]] = []
+        for n, spec in enumerate(items):
+            if isinstance(spec, Mapping):
+                unknown = set(spec) - {"at", "payload", "id"}
+                if unknown or "at" not in spec or "payload" not in spec:
+                    raise InvalidSchedule(f"item {n}: expected keys at, payload and optional id", "bad_item")
+                args = (spec["at"], spec["payload"], spec.get("id"))
+            elif isinstance(spec, tuple) and len(spec) in (2, 3):
+                args = (spec[0], spec[1], spec[2] if len(spec) == 3 else None)
+            else:
+                raise InvalidSchedule(f"item {n}: expected (at, payload[, id]) or a mapping", "bad_item")
+            try:
+                built.append(self.build_item(*args))
+            except InvalidSchedule as exc:
+                raise InvalidSchedule(f"item {n}: {exc}", exc.code) from exc
+        keys = [task.sk for _, task in built]
+        if len(set(keys)) != len(keys):
+            raise InvalidSchedule("two items have the same due ms and id", "duplicate_key")
+        unwritten: list[str] = []
+        for start in range(0, len(built), BATCH_WRITE):
+            chunk = built[start : start + BATCH_WRITE]
+            unwritten += self._batch_write([item for item, _ in chunk], max_attempts)
+        tasks = [ScheduledTask.of(task) for _, task in built]
+        if unwritten:
+            lost = set(unwritten)
+            raise PartialWrite([t for t in tasks if t.key not in lost], unwritten)
+        return tasks
+
+    def _batch_write(self, items: list[dict[str, Any]], max_attempts: int) -> list[str]:
+        requests = [{"PutRequest": {"Item": item}} for item in items]
+        for attempt in range(1, max_attempts + 1):
+            resp = call_with_retry(
+                lambda reqs=requests: self.ddb.batch_write_item(RequestItems={self.table_name: reqs}), self.clock
+            )
+            requests = (resp.get("UnprocessedItems") or {}).get(self.table_name) or []
+            if not requests:
+                return []
+            if attempt < max_attempts:
+                self.clock.sleep_ms(backoff_ms(attempt))
+        return [r["PutRequest"]["Item"]["sk"]["S"] for r in requests]
+
+    def cancel(self, key: Any) -> ScheduledTask:
+        """Delete a pending task (even one already pushed to the delay queue: the
+        consumer drops it). Returns what was cancelled; raises :class:`NotFound` or
+        :class:`AlreadyDelivered` when there is no such pending row."""
+        sk = key_of(key)
+        try:
+            resp = call_with_retry(
+                lambda: self.ddb.delete_item(
+                    TableName=self.table_name,
+                    Key=self._key(sk),
+                    ConditionExpression="attribute_exists(sk)",
+                    ReturnValues="ALL_OLD",
+                ),
+                self.clock,
+            )
+        except Exception as exc:
+            if is_conditional_failure(exc):
+                raise self._missing(sk) from exc
+            raise
+        return self._task(resp.get("Attributes") or {}, sk)
+
+    def reschedule(self, key: Any, at: When) -> ScheduledTask:
+        """Move a pending task to ``at`` atomically (TransactWriteItems: delete the old
+        row, put the new one with the same id and payload). The old delivery is stopped
+        even if it was already pushed to the delay queue."""
+        sk = key_of(key)
+        for attempt in range(1, 7):
+            current = get_row(self.ddb, self.settings, self.clock, self.partition_key_value, sk)
+            if current is None:
+                raise self._missing(sk)
+            old = self._task(current, sk)
+            item, task = self.build_item(at, old.payload, old.id)
+            if task.sk == sk:
+                return old
+            item["payload"] = current["payload"]  # byte-for-byte, not a plain-JSON round trip
+            try:
+                self.ddb.transact_write_items(
+                    TransactItems=[
+                        {"Delete": {"TableName": self.table_name, "Key": self._key(sk),
+                                    "ConditionExpression": "attribute_exists(sk)"}},
+                        {"Put": {"TableName": self.table_name, "Item": item,
+                                 "ConditionExpression": "attribute_not_exists(sk)"}},
+                    ]
+                )
+            except Exception as exc:
+                reasons = [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
+                if reasons and reasons[0] == "ConditionalCheckFailed":
+                    raise self._missing(sk) from exc
+                if len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
+                    raise AlreadyExists(task.sk) from exc
+                retry = is_retryable(exc) or "TransactionConflict" in reasons or error_code(exc) in (
+                    "TransactionConflictException", "TransactionInProgressException")
+                if not retry or attempt == 6:
+                    raise
+                self.clock.sleep_ms(backoff_ms(attempt))
+                continue
+            return ScheduledTask.of(task)
+        raise PunctualError("reschedule did not complete")  # pragma: no cover
+
+    # -- reads --------------------------------------------------------------
+    def get(self, key: Any) -> ScheduledTask:
+        """The pending task with this key (consistent read), or :class:`NotFound` /
+        :class:`AlreadyDelivered`."""
+        sk = key_of(key)
+        item = get_row(self.ddb, self.settings, self.clock, self.partition_key_value, sk)
+        if item is None:
+            raise self._missing(sk)
+        return self._task(item, sk)
+
+    def list(
+        self, start: When | None = None, end: When | None = None, limit: int | None = None, page_size: int = 100
+    ) -> Iterator[ScheduledTask]:
+        """Pending tasks with ``start <= due < end``, earliest first, read page by page.
+
+        Rows that are not valid tasks (awaiting rejection) are skipped. Tasks already
+        pushed to the delay queue are included (``in_flight``) until delivered.
+        """
+        if limit is not None and limit <= 0:
+            return iter(())
+        lower = f"{_bound_ms(start):013d}" if start is not None else "0"
+        upper = f"{_bound_ms(end):013d}" if end is not None else None
+        return self._iter(lower, upper, limit, page_size)
+
+    def _iter(self, lower: str, upper: str | None, limit: int | None, page_size: int) -> Iterator[ScheduledTask]:
+        count = 0
+        for item in query_from(self.ddb, self.settings, self.clock, lower, upper, page_size=page_size):
+            try:
+                task = task_from_item(item, self.partition_key_value)
+            except RowRejected:
+                continue
+            yield ScheduledTask.of(task)
+            count += 1
+            if limit is not None and count >= limit:
+                return
+
+    # -- helpers ------------------------------------------------------------
+    def _key(self, sk: str) -> dict[str, Any]:
+        return {"pk": {"S": self.partition_key_value}, "sk": {"S": sk}}
+
+    def _missing(self, sk: str) -> NotFound:
+        if decode_sk(sk).due_ms <= self.clock.now_ms():
+            return AlreadyDelivered(sk)
+        return NotFound(sk)
+
+    def _task(self, item: dict[str, Any], sk: str) -> ScheduledTask:
+        try:
+            return ScheduledTask.of(task_from_item(item, self.partition_key_value))
+        except RowRejected as exc:
+            raise PunctualError(f"row {sk!r} is not a valid task ({exc.code}: {exc.reason})") from exc

@@ -1,0 +1,85 @@
+"""Drive the consumer like Lambda's SQS event source mapping does, against the moto stack.
+
+``receive_event`` receives up to 10 visible delay-queue messages (with all attributes)
+and converts them to the Lambda SQS event shape; ``run_consumer`` calls ``consume``
+and then deletes every record not reported in ``batchItemFailures`` (what the event
+source mapping does with ReportBatchItemFailures on). If ``consume`` raises (a crash),
+nothing is deleted: the whole batch comes back after the visibility timeout.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from functions.consumer.handler import consume
+from functions.core.keys import encode_sk
+from functions.core.models import DelayMessage
+from tests.support import REGION, Stack
+
+VISIBILITY_TIMEOUT_S = 30  # moto's default for the delay queue
+
+
+def queue_arn(stack: Stack, url: str) -> str:
+    return stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+
+def to_lambda_record(msg: dict[str, Any], arn: str) -> dict[str, Any]:
+    return {
+        "messageId": msg["MessageId"],
+        "receiptHandle": msg["ReceiptHandle"],
+        "body": msg["Body"],
+        "attributes": dict(msg.get("Attributes", {})),
+        "messageAttributes": {},
+        "md5OfBody": msg.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": arn,
+        "awsRegion": REGION,
+    }
+
+
+def receive_event(stack: Stack, max_messages: int = 10) -> dict[str, Any]:
+    url = stack.settings.delay_queue_url
+    resp = stack.sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=max_messages, WaitTimeSeconds=0, AttributeNames=["All"]
+    )
+    arn = queue_arn(stack, url)
+    return {"Records": [to_lambda_record(m, arn) for m in resp.get("Messages", [])]}
+
+
+def ack(stack: Stack, event: dict[str, Any], response: dict[str, Any]) -> None:
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    entries = [
+        {"Id": str(i), "ReceiptHandle": r["receiptHandle"]}
+        for i, r in enumerate(event["Records"])
+        if r["messageId"] not in failed
+    ]
+    if entries:
+        stack.sqs.delete_message_batch(QueueUrl=stack.settings.delay_queue_url, Entries=entries)
+
+
+def run_consumer(stack: Stack, event: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One invocation on ``event`` (default: the next received batch); acks like the ESM."""
+    event = receive_event(stack) if event is None else event
+    response = consume(event, stack.deps)
+    ack(stack, event, response)
+    return response
+
+
+def schedule(stack: Stack, due_ms: int, task_id: str, payload: dict[str, Any] | None = None) -> str:
+    """Insert a row in the cdk-scheduler format; returns its sk."""
+    sk = encode_sk(due_ms, task_id)
+    stack.put_raw(sk, payload if payload is not None else {"task": task_id})
+    return sk
+
+
+def enqueue(stack: Stack, sk: str, due_ms: int, delay_seconds: int, attempt: int = 1) -> None:
+    """Send the pointer message the poller/editor would send, with a chosen DelaySeconds."""
+    now = stack.deps.clock.now_ms()
+    body = DelayMessage(pk=stack.settings.partition_key_value, sk=sk, due_ms=due_ms, attempt=attempt,
+                        enqueued_ms=now).body()
+    stack.sqs.send_message(QueueUrl=stack.settings.delay_queue_url, MessageBody=body, DelaySeconds=delay_seconds)
+
+
+def delivered(stack: Stack) -> list[dict[str, Any]]:
+    return [json.loads(m["Body"]) for m in stack.drain(stack.settings.delivery_queue_url)]

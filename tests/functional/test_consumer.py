@@ -1,0 +1,452 @@
+"""Consumer against moto in virtual time: never early, cancellation, payload at delivery,
+partial batches, poison messages and crash injection."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+
+import pytest
+
+from functions.consumer.handler import consume, handler, queue_url_from_arn
+from functions.core import observability as obs
+from functions.core.config import to_environment
+from functions.core.models import event_id
+from functions.core.runtime import reset_default_deps
+from tests.consumer_support import (
+    VISIBILITY_TIMEOUT_S,
+    delivered,
+    enqueue,
+    receive_event,
+    run_consumer,
+    schedule,
+)
+from tests.faults import Faults, InjectedCrash
+from tests.support import T0_MS
+
+EVENT_FIELDS = {
+    "event_id", "id", "key", "due", "due_ms", "payload", "delivered_at", "delivered_at_ms",
+    "lateness_ms", "attempt", "publicationTimestamp",
+}
+
+
+@pytest.fixture
+def logs():
+    buf = io.StringIO()
+    obs.set_stream(buf)
+
+    def lines():
+        return [json.loads(line) for line in buf.getvalue().splitlines() if line.strip()]
+
+    yield lines
+    obs.set_stream(None)
+
+
+def metric_values(lines, name):
+    return [rec[name] for rec in lines if "_aws" in rec and name in rec]
+
+
+def now_ms(stack):
+    return stack.deps.clock.now_ms()
+
+
+# -- never early -------------------------------------------------------------------------
+
+
+def test_message_visible_early_waits_until_the_exact_ms(stack, frozen, logs):
+    due = T0_MS + 5_700
+    sk = schedule(stack, due, "early")
+    enqueue(stack, sk, due, delay_seconds=5)  # visible 700 ms before due (SQS may be ~1 s early)
+    frozen.tick(5.0)
+    event = receive_event(stack)
+    assert len(event["Records"]) == 1 and now_ms(stack) == due - 700
+
+    assert run_consumer(stack, event) == {"batchItemFailures": []}
+
+    [ev] = delivered(stack)
+    assert ev["delivered_at_ms"] >= due and ev["lateness_ms"] == ev["delivered_at_ms"] - due == 0
+    assert now_ms(stack) >= due  # the consumer slept through the clock
+    assert stack.rows() == []
+    [line] = [r for r in logs() if r.get("message") == "delivered"]
+    assert line["lateness_ms"] == 0 and line["event_id"] == event_id("scheduler", sk)
+    assert "payload" not in line
+    assert metric_values(logs(), "LatenessMs") == [[0]]
+    assert metric_values(logs(), "Delivered") == [1]
+
+
+def test_far_early_message_is_put_back_until_due(stack, frozen, logs):
+    due = T0_MS + 10_400
+    sk = schedule(stack, due, "far")
+    enqueue(stack, sk, due, delay_seconds=0)
+    event = receive_event(stack)
+    mid = event["Records"][0]["messageId"]
+
+    assert run_consumer(stack, event) == {"batchItemFailures": [{"itemIdentifier": mid}]}
+    assert delivered(stack) == []
+    assert len(stack.rows()) == 1
+    assert now_ms(stack) == T0_MS  # no in-process wait for a far message
+    # back a fraction of a second before due, inside the in-process wait band
+    assert any(r.get("message") == "put back" and r["visibility_seconds"] == 10 for r in logs())
+
+    frozen.tick(9.9)
+    assert receive_event(stack)["Records"] == []  # hidden
+    frozen.tick(0.2)
+    event = receive_event(stack)
+    assert [r["messageId"] for r in event["Records"]] == [mid]
+    assert now_ms(stack) < due
+    assert run_consumer(stack, event) == {"batchItemFailures": []}
+    [ev] = delivered(stack)
+    assert ev["delivered_at_ms"] == due  # waited to the exact ms
+    assert ev["attempt"] == 2  # ApproximateReceiveCount
+    assert stack.rows() == []
+
+
+def test_batch_sorted_by_due_waits_progressively(stack, frozen):
+    dues = [T0_MS + d for d in (1_900, 300, 1_205, 700, 1_200, 0)]
+    for i, due in enumerate(dues):
+        enqueue(stack, schedule(stack, due, f"t{i}"), due, delay_seconds=0)
+    faults = Faults(stack.sqs, stack.ddb)
+    event = receive_event(stack)
+    assert len(event["Records"]) == 6
+
+    assert run_consumer(stack, event) == {"batchItemFailures": []}
+
+    events = delivered(stack)
+    assert sorted(e["due_ms"] for e in events) == sorted(dues)
+    assert all(e["delivered_at_ms"] >= e["due_ms"] for e in events)
+    assert max(e["lateness_ms"] for e in events) <= 5
+    # 1200 and 1205 share one wait and one SendMessageBatch; the others go as they fall due.
+    assert faults.count("SendMessageBatch") == 5
+    assert faults.count("BatchGetItem") == 5
+    assert now_ms(stack) == T0_MS + 1_900
+
+
+def test_due_messages_of_a_batch_go_in_one_send_and_one_read(stack, frozen, logs):
+    for i in range(10):
+        due = T0_MS - 1_000 + i  # all past due when received
+        enqueue(stack, schedule(stack, due, f"n{i}"), due, delay_seconds=0)
+    faults = Faults(stack.sqs, stack.ddb)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert faults.count("SendMessageBatch") == 1
+    assert faults.count("BatchGetItem") == 1
+    assert faults.count("DeleteItem") == 10
+    assert len(delivered(stack)) == 10
+    [lateness] = metric_values(logs(), "LatenessMs")
+    assert sorted(lateness) == list(range(991, 1001))
+
+
+def test_past_due_row_is_delivered_at_once_with_its_lateness(stack, frozen):
+    due = T0_MS - 3_600_000
+    enqueue(stack, schedule(stack, due, "late"), due, delay_seconds=0)
+    run_consumer(stack)
+    [ev] = delivered(stack)
+    assert ev["lateness_ms"] == 3_600_000 and ev["delivered_at_ms"] == T0_MS
+
+
+# -- cancellation and payload --------------------------------------------------------------
+
+
+def test_cancelled_row_is_dropped(stack, frozen, logs):
+    due = T0_MS + 2_000
+    sk = schedule(stack, due, "gone")
+    enqueue(stack, sk, due, delay_seconds=2)
+    stack.ddb.delete_item(TableName=stack.settings.table_name,
+                          Key={"pk": {"S": "scheduler"}, "sk": {"S": sk}})
+    frozen.tick(2.0)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert delivered(stack) == []
+    assert any(r.get("message") == "dropped" and r["sk"] == sk for r in logs())
+    assert metric_values(logs(), "Dropped") == [1]
+    assert receive_event(stack)["Records"] == []  # acked, not retried
+
+
+def test_rescheduled_row_old_pointer_is_dropped(stack, frozen):
+    old_due, new_due = T0_MS + 1_000, T0_MS + 60_000
+    old = schedule(stack, old_due, "job")
+    enqueue(stack, old, old_due, delay_seconds=1)
+    # reschedule: delete old sk, insert the new one
+    stack.ddb.delete_item(TableName=stack.settings.table_name, Key={"pk": {"S": "scheduler"}, "sk": {"S": old}})
+    new = schedule(stack, new_due, "job")
+    frozen.tick(1.0)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert delivered(stack) == []
+    assert [r["sk"]["S"] for r in stack.rows()] == [new]
+
+
+def test_payload_is_read_at_delivery_time_as_plain_json(stack, frozen):
+    due = T0_MS + 1_000
+    sk = schedule(stack, due, "p1", {"v": "old"})
+    enqueue(stack, sk, due, delay_seconds=1)
+    stack.ddb.put_item(TableName=stack.settings.table_name, Item={
+        "pk": {"S": "scheduler"}, "sk": {"S": sk},
+        "payload": {"M": {"v": {"S": "new"}, "n": {"N": "42"}, "f": {"N": "1.5"}, "ok": {"BOOL": True},
+                          "none": {"NULL": True}, "list": {"L": [{"S": "a"}, {"N": "2"}]},
+                          "map": {"M": {"x": {"S": "y"}}}}},
+    })
+    frozen.tick(1.0)
+    run_consumer(stack)
+    [ev] = delivered(stack)
+    assert ev["payload"] == {"v": "new", "n": 42, "f": 1.5, "ok": True, "none": None, "list": ["a", 2],
+                             "map": {"x": "y"}}
+    assert EVENT_FIELDS <= set(ev)
+    assert ev["id"] == "p1" and ev["key"] == sk and ev["due_ms"] == due
+    assert ev["due"] == "2027-01-01T00:00:01.000Z" and ev["delivered_at"] == "2027-01-01T00:00:01.000Z"
+    assert ev["publicationTimestamp"] == due and ev["attempt"] == 1
+    assert ev["event_id"] == event_id("scheduler", sk)
+
+
+def test_row_made_invalid_after_enqueue_is_rejected_not_delivered(stack, frozen):
+    due = T0_MS + 1_000
+    sk = schedule(stack, due, "bad")
+    enqueue(stack, sk, due, delay_seconds=1)
+    stack.ddb.put_item(TableName=stack.settings.table_name,
+                       Item={"pk": {"S": "scheduler"}, "sk": {"S": sk}, "payload": {"S": "not a map"}})
+    frozen.tick(1.0)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert delivered(stack) == []
+    [rejection] = stack.bodies(stack.settings.rejected_queue_url)
+    assert rejection["code"] == "payload_not_map" and rejection["sk"] == sk and rejection["source"] == "consumer"
+    assert stack.rows() == []
+
+
+def test_payload_logged_only_when_enabled(stack, frozen, logs):
+    stack.deps.settings = dataclasses.replace(stack.deps.settings, log_payloads=True)
+    enqueue(stack, schedule(stack, T0_MS, "lp", {"secret": "s"}), T0_MS, delay_seconds=0)
+    run_consumer(stack)
+    [line] = [r for r in logs() if r.get("message") == "delivered"]
+    assert line["payload"] == {"secret": "s"}
+
+
+def test_two_pointers_to_one_row_in_a_batch_deliver_once(stack, frozen):
+    sk = schedule(stack, T0_MS, "dup")
+    enqueue(stack, sk, T0_MS, delay_seconds=0)
+    enqueue(stack, sk, T0_MS, delay_seconds=0, attempt=2)  # an orphan resend
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert len(delivered(stack)) == 1
+    assert receive_event(stack)["Records"] == []
+
+
+# -- poison and partial batches ----------------------------------------------------------------
+
+
+POISON = [
+    "not json",
+    "[1, 2]",
+    json.dumps({"pk": "scheduler", "sk": "1798761600000#x"}),  # missing fields
+    json.dumps({"pk": "scheduler", "sk": "1798761600000#x", "due_ms": "1798761600000", "enqueued_ms": 1}),
+    json.dumps({"pk": "other", "sk": "1798761600000#x", "due_ms": 1798761600000, "enqueued_ms": 1}),
+    json.dumps({"pk": "__punctual__", "sk": "rule", "due_ms": 0, "enqueued_ms": 1}),
+    json.dumps({"pk": "scheduler", "sk": "17987616#x", "due_ms": 17987616, "enqueued_ms": 1}),
+    json.dumps({"pk": "scheduler", "sk": "1798761600000#x", "due_ms": 1798761600001, "enqueued_ms": 1}),
+]
+
+
+@pytest.mark.parametrize("body", POISON)
+def test_poison_message_fails_alone(stack, frozen, logs, body):
+    due = T0_MS - 10
+    sks = [schedule(stack, due, f"ok{i}") for i in range(2)]
+    enqueue(stack, sks[0], due, delay_seconds=0)
+    stack.sqs.send_message(QueueUrl=stack.settings.delay_queue_url, MessageBody=body)
+    enqueue(stack, sks[1], due, delay_seconds=0)
+    event = receive_event(stack)
+    poison = [r["messageId"] for r in event["Records"] if r["body"] == body]
+
+    assert run_consumer(stack, event) == {"batchItemFailures": [{"itemIdentifier": poison[0]}]}
+    assert sorted(e["key"] for e in delivered(stack)) == sks
+    assert any(r.get("message") == "poison message" and r["message_id"] == poison[0] for r in logs())
+
+
+def test_poison_message_ends_in_the_dlq_after_max_receives(stack, frozen):
+    stack.sqs.send_message(QueueUrl=stack.settings.delay_queue_url, MessageBody="garbage")
+    receives = 0
+    for _ in range(20):
+        event = receive_event(stack)
+        if not event["Records"]:
+            break
+        receives += 1
+        assert run_consumer(stack, event)["batchItemFailures"]
+        frozen.tick(VISIBILITY_TIMEOUT_S + 1)
+    assert receives == 10  # maxReceiveCount of the delay queue
+    [dead] = stack.drain(stack.delay_dlq_url)
+    assert dead["Body"] == "garbage"
+
+
+# -- crash injection and failures ------------------------------------------------------------------
+
+
+def _redeliver(stack, frozen):
+    frozen.tick(VISIBILITY_TIMEOUT_S + 1)
+    event = receive_event(stack)
+    assert len(event["Records"]) == 1
+    return run_consumer(stack, event)
+
+
+def test_crash_after_send_before_delete_duplicates_with_same_event_id(stack, frozen):
+    sk = schedule(stack, T0_MS, "c1")
+    enqueue(stack, sk, T0_MS, delay_seconds=0)
+    faults = Faults(stack.sqs, stack.ddb).crash_after("SendMessageBatch")
+    with pytest.raises(InjectedCrash):
+        run_consumer(stack)
+    first = delivered(stack)
+    assert len(first) == 1 and len(stack.rows()) == 1
+    faults.clear()
+
+    assert _redeliver(stack, frozen) == {"batchItemFailures": []}
+    [second] = delivered(stack)
+    assert second["event_id"] == first[0]["event_id"] == event_id("scheduler", sk)
+    assert (first[0]["attempt"], second["attempt"]) == (1, 2)
+    assert stack.rows() == []
+
+
+@pytest.mark.parametrize("crash", [("before", "BatchGetItem"), ("after", "BatchGetItem"),
+                                   ("before", "SendMessageBatch")])
+def test_crash_before_delivery_delivers_once_later(stack, frozen, crash):
+    when, op = crash
+    sk = schedule(stack, T0_MS, "c2")
+    enqueue(stack, sk, T0_MS, delay_seconds=0)
+    faults = Faults(stack.sqs, stack.ddb)
+    getattr(faults, f"crash_{when}")(op)
+    with pytest.raises(InjectedCrash):
+        run_consumer(stack)
+    assert delivered(stack) == [] and len(stack.rows()) == 1
+    faults.clear()
+
+    assert _redeliver(stack, frozen) == {"batchItemFailures": []}
+    [ev] = delivered(stack)
+    assert ev["key"] == sk and ev["attempt"] == 2
+    assert stack.rows() == []
+
+
+def test_crash_after_delete_before_ack_is_dropped_on_redelivery(stack, frozen):
+    sk = schedule(stack, T0_MS, "c3")
+    enqueue(stack, sk, T0_MS, delay_seconds=0)
+    faults = Faults(stack.sqs, stack.ddb).crash_after("DeleteItem")
+    with pytest.raises(InjectedCrash):
+        run_consumer(stack)
+    faults.clear()
+    assert len(delivered(stack)) == 1 and stack.rows() == []
+    assert _redeliver(stack, frozen) == {"batchItemFailures": []}
+    assert delivered(stack) == []
+
+
+@pytest.mark.parametrize("code,times", [("InternalError", 6), ("AccessDenied", 1)])
+def test_failed_delivery_send_keeps_row_and_fails_item(stack, frozen, code, times):
+    sk = schedule(stack, T0_MS, "f1")
+    enqueue(stack, sk, T0_MS, delay_seconds=0)
+    faults = Faults(stack.sqs, stack.ddb).fail("SendMessageBatch", code, times=times)
+    event = receive_event(stack)
+    mid = event["Records"][0]["messageId"]
+    assert run_consumer(stack, event) == {"batchItemFailures": [{"itemIdentifier": mid}]}
+    assert delivered(stack) == [] and len(stack.rows()) == 1
+    assert faults.count("DeleteItem") == 0
+    faults.clear()
+
+    assert _redeliver(stack, frozen) == {"batchItemFailures": []}
+    assert [e["key"] for e in delivered(stack)] == [sk]
+    assert stack.rows() == []
+
+
+def test_throttled_delivery_send_is_retried_in_the_invocation(stack, frozen):
+    enqueue(stack, schedule(stack, T0_MS, "th"), T0_MS, delay_seconds=0)
+    Faults(stack.sqs, stack.ddb).throttle("SendMessageBatch", times=2)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    [ev] = delivered(stack)
+    assert ev["delivered_at_ms"] >= ev["due_ms"]
+
+
+def test_failed_read_fails_the_items_and_sends_nothing(stack, frozen):
+    enqueue(stack, schedule(stack, T0_MS, "r1"), T0_MS, delay_seconds=0)
+    Faults(stack.sqs, stack.ddb).fail("BatchGetItem", "AccessDeniedException")
+    resp = run_consumer(stack)
+    assert len(resp["batchItemFailures"]) == 1
+    assert delivered(stack) == [] and len(stack.rows()) == 1
+
+
+def test_failed_delete_fails_the_item_then_cleans_up(stack, frozen):
+    sk = schedule(stack, T0_MS, "d1")
+    enqueue(stack, sk, T0_MS, delay_seconds=0)
+    faults = Faults(stack.sqs, stack.ddb).fail("DeleteItem", "AccessDeniedException")
+    assert len(run_consumer(stack)["batchItemFailures"]) == 1
+    faults.clear()
+    [first] = delivered(stack)
+    assert _redeliver(stack, frozen) == {"batchItemFailures": []}
+    [second] = delivered(stack)
+    assert second["event_id"] == first["event_id"] and stack.rows() == []
+
+
+def test_failed_put_back_still_fails_the_item_and_never_delivers_early(stack, frozen):
+    due = T0_MS + 30_000
+    enqueue(stack, schedule(stack, due, "pb"), due, delay_seconds=0)
+    Faults(stack.sqs, stack.ddb).fail("ChangeMessageVisibility", "AccessDenied")
+    assert len(run_consumer(stack)["batchItemFailures"]) == 1
+    assert delivered(stack) == []
+
+
+def test_unexpected_error_fails_only_its_group(stack, frozen, monkeypatch):
+    import functions.consumer.handler as h
+
+    enqueue(stack, schedule(stack, T0_MS, "boom"), T0_MS, delay_seconds=0)
+    enqueue(stack, schedule(stack, T0_MS + 1_000, "fine"), T0_MS + 1_000, delay_seconds=0)
+    real = h.task_from_item
+
+    def flaky(item, partition):
+        if item["sk"]["S"].endswith("#boom"):
+            raise KeyError("bug")
+        return real(item, partition)
+
+    monkeypatch.setattr(h, "task_from_item", flaky)
+    event = receive_event(stack)
+    boom = [r["messageId"] for r in event["Records"] if "boom" in r["body"]]
+    assert run_consumer(stack, event) == {"batchItemFailures": [{"itemIdentifier": boom[0]}]}
+    assert [e["id"] for e in delivered(stack)] == ["fine"]
+    assert [r["sk"]["S"].split("#")[1] for r in stack.rows()] == ["boom"]
+
+
+# -- clock stepping back, entry point -------------------------------------------------------------
+
+
+class SteppingBackClock:
+    """Wraps the test clock; the Nth reading is 400 ms behind (an NTP step)."""
+
+    def __init__(self, inner, nth):
+        self.inner, self.nth, self.reads = inner, nth, 0
+
+    def now_ms(self):
+        self.reads += 1
+        return self.inner.now_ms() - (400 if self.reads == self.nth else 0)
+
+    def sleep_ms(self, ms):
+        self.inner.sleep_ms(ms)
+
+
+def test_clock_re_checked_right_before_sending(stack, frozen):
+    due = T0_MS
+    enqueue(stack, schedule(stack, due, "ntp"), due, delay_seconds=0)
+    frozen.tick(0.1)
+    # reads: 1 plan, 2 next_group, 3 sleep_until, 4 re-check before send (stepped back)
+    stack.deps.clock = SteppingBackClock(stack.deps.clock, nth=4)
+    run_consumer(stack)
+    [ev] = delivered(stack)
+    assert ev["delivered_at_ms"] >= due
+
+
+def test_lambda_handler_entry_point(stack, frozen, monkeypatch):
+    for name, value in to_environment(stack.settings).items():
+        monkeypatch.setenv(name, value)
+    reset_default_deps()
+    try:
+        enqueue(stack, schedule(stack, T0_MS - 5, "h"), T0_MS - 5, delay_seconds=0)
+        event = receive_event(stack)
+        assert handler(event, None) == {"batchItemFailures": []}
+        assert [e["id"] for e in delivered(stack)] == ["h"]
+    finally:
+        reset_default_deps()
+
+
+def test_empty_event_and_queue_url_from_arn(stack, frozen):
+    assert consume({"Records": []}, stack.deps) == {"batchItemFailures": []}
+    assert consume({}, stack.deps) == {"batchItemFailures": []}
+    assert queue_url_from_arn("arn:aws:sqs:eu-west-1:123456789012:q") == \
+        "https://sqs.eu-west-1.amazonaws.com/123456789012/q"
+    assert queue_url_from_arn("nope") == ""

@@ -1,0 +1,501 @@
+"""The Scheduler construct's resources, properties, wiring and IAM, asserted on the synthesized template."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aws_cdk.assertions import Match
+
+from functions.core.config import ENV, META_PK, RULE_DESCRIPTION, Settings
+from functions.core.cron import parse_one_shot_cron
+from functions.core.metrics_names import LATENESS_MS, REJECTED_ROWS
+from functions.core.models import ATTR_ENQUEUED_MS
+from infra import construct as c
+
+
+def getatt(lid: str, attr: str = "Arn") -> dict:
+    return {"Fn::GetAtt": [lid, attr]}
+
+
+def statements(synth, role) -> list[dict]:
+    """Every statement of the policies attached to ``role``."""
+    role_id = synth.logical_id(role)
+    out = []
+    for pol in synth.resources("AWS::IAM::Policy").values():
+        if {"Ref": role_id} in pol["Properties"]["Roles"]:
+            out.extend(pol["Properties"]["PolicyDocument"]["Statement"])
+    return out
+
+
+def grants(synth, role) -> set[tuple[str, str]]:
+    """(action, resource as JSON) pairs: order-free, exact comparison of privileges."""
+    pairs = set()
+    for st in statements(synth, role):
+        assert st["Effect"] == "Allow"
+        actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+        resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+        pairs |= {(a, json.dumps(r, sort_keys=True)) for a in actions for r in resources}
+    return pairs
+
+
+def pairs(actions, *resources) -> set[tuple[str, str]]:
+    return {(a, json.dumps(r, sort_keys=True)) for a in actions for r in resources}
+
+
+def env_of(synth, fn) -> dict:
+    return synth.json["Resources"][synth.logical_id(fn)]["Properties"]["Environment"]["Variables"]
+
+
+# ---- table ---------------------------------------------------------------------------------------
+
+def test_table(demo):
+    demo.template.resource_count_is("AWS::DynamoDB::Table", 1)
+    demo.template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            "AttributeDefinitions": [
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            "BillingMode": "PAY_PER_REQUEST",
+            "StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"},
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+            "SSESpecification": {"SSEEnabled": True},
+        },
+    )
+
+
+def test_table_retained_by_default(demo, custom):
+    from aws_cdk import App, Stack
+    from aws_cdk.assertions import Template
+
+    from infra import Scheduler
+
+    from .conftest import FAST_APP, NO_BUNDLING
+
+    # the demo asks for DESTROY; the construct's default is RETAIN (pending tasks are data)
+    demo.template.has_resource("AWS::DynamoDB::Table", {"DeletionPolicy": "Delete"})
+    app = App(context=NO_BUNDLING, **FAST_APP)
+    stack = Stack(app, "Defaults")
+    Scheduler(stack, "S", alarms=False)
+    tpl = Template.from_stack(stack)
+    tpl.has_resource("AWS::DynamoDB::Table", {"DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain"})
+    tpl.all_resources("AWS::SQS::Queue", {"DeletionPolicy": "Retain"})
+
+
+def test_table_customer_managed_key(custom):
+    custom.template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {"SSESpecification": {"SSEEnabled": True, "SSEType": "KMS",
+                              "KMSMasterKeyId": getatt(custom.logical_id(custom.extra["key"]))}},
+    )
+
+
+# ---- queues --------------------------------------------------------------------------------------
+
+def test_delay_queue(demo):
+    s = demo.scheduler
+    q = demo.json["Resources"][demo.logical_id(s.delay_queue)]["Properties"]
+    assert q["SqsManagedSseEnabled"] is True
+    assert "FifoQueue" not in q  # standard: FIFO rejects per-message DelaySeconds
+    assert q["VisibilityTimeout"] >= 6 * c.CONSUMER_TIMEOUT.to_seconds()
+    assert q["RedrivePolicy"] == {
+        "deadLetterTargetArn": getatt(demo.logical_id(s.delay_dead_letter_queue)),
+        "maxReceiveCount": c.DELAY_MAX_RECEIVE_COUNT,
+    }
+
+
+def test_delivery_queue_and_dlq(demo):
+    s = demo.scheduler
+    assert s.scheduling_queue is s.delivery_queue
+    q = demo.json["Resources"][demo.logical_id(s.delivery_queue)]["Properties"]
+    assert q["SqsManagedSseEnabled"] is True
+    assert q["RedrivePolicy"]["deadLetterTargetArn"] == getatt(demo.logical_id(s.dead_letter_queue))
+    assert q["MessageRetentionPeriod"] == 14 * 86400
+
+
+@pytest.mark.parametrize("attr", ["rejected_queue", "dead_letter_queue", "delay_dead_letter_queue",
+                                  "stream_dead_letter_queue", "rule_dead_letter_queue"])
+def test_dead_letter_and_rejected_queues_keep_14_days(demo, attr):
+    q = demo.json["Resources"][demo.logical_id(getattr(demo.scheduler, attr))]["Properties"]
+    assert q["MessageRetentionPeriod"] == 14 * 86400
+    assert q["SqsManagedSseEnabled"] is True
+
+
+def test_every_queue_enforces_ssl(demo, custom):
+    for synth, n in ((demo, 7), (custom, 7)):  # custom: 5 own + the existing queue and its DLQ
+        queues = synth.resources("AWS::SQS::Queue")
+        assert len(queues) == n
+        policies = synth.resources("AWS::SQS::QueuePolicy").values()
+        for lid in queues:
+            deny = [
+                st for p in policies if {"Ref": lid} in p["Properties"]["Queues"]
+                for st in p["Properties"]["PolicyDocument"]["Statement"]
+                if st["Effect"] == "Deny" and st["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+            ]
+            assert deny, f"{lid} does not enforce SSL"
+
+
+def test_queues_use_the_customer_key(custom):
+    key = getatt(custom.logical_id(custom.extra["key"]))
+    for lid, q in custom.resources("AWS::SQS::Queue").items():
+        assert q["Properties"]["KmsMasterKeyId"] == key, lid
+
+
+def test_existing_delivery_queue_is_used(custom):
+    s = custom.scheduler
+    assert s.delivery_queue is custom.extra["existing"]
+    assert s.dead_letter_queue is None
+    assert env_of(custom, s.consumer_function)[ENV["delivery_queue_url"]] == {
+        "Ref": custom.logical_id(custom.extra["existing"])
+    }
+
+
+# ---- rule ----------------------------------------------------------------------------------------
+
+def test_rule_disabled_placeholder_targeting_poller(demo):
+    s = demo.scheduler
+    rules = demo.resources("AWS::Events::Rule")
+    assert len(rules) == 1
+    props = rules[demo.logical_id(s.rule)]["Properties"]
+    assert props["State"] == "DISABLED"
+    assert props["Description"] == RULE_DESCRIPTION
+    assert props["ScheduleExpression"] == c.PLACEHOLDER_SCHEDULE
+    assert parse_one_shot_cron(props["ScheduleExpression"]) == c.PLACEHOLDER_MINUTE_MS
+    assert c.PLACEHOLDER_SCHEDULE.endswith(" 2199)")
+    # the functions address the rule by name: the same literal name is in the template and the env
+    assert isinstance(props["Name"], str) and len(props["Name"]) <= 64
+    for fn in (s.poller_function, s.editor_function):
+        assert env_of(demo, fn)[ENV["rule_name"]] == props["Name"]
+    (target,) = props["Targets"]
+    assert target["Arn"] == getatt(demo.logical_id(s.poller_function))
+    assert target["RetryPolicy"] == {
+        "MaximumRetryAttempts": c.RULE_TARGET_RETRY_ATTEMPTS,
+        "MaximumEventAgeInSeconds": int(c.RULE_TARGET_MAX_EVENT_AGE.to_seconds()),
+    }
+    assert target["DeadLetterConfig"] == {"Arn": getatt(demo.logical_id(s.rule_dead_letter_queue))}
+    demo.template.has_resource_properties(
+        "AWS::Lambda::Permission",
+        {"Action": "lambda:InvokeFunction", "Principal": "events.amazonaws.com",
+         "FunctionName": getatt(demo.logical_id(s.poller_function)), "SourceArn": getatt(demo.logical_id(s.rule))},
+    )
+
+
+# ---- functions -----------------------------------------------------------------------------------
+
+def test_functions(demo):
+    s = demo.scheduler
+    expected = {
+        s.poller_function: (c.POLLER_HANDLER, c.POLLER_TIMEOUT, c.POLLER_MEMORY_MB),
+        s.consumer_function: (c.CONSUMER_HANDLER, c.CONSUMER_TIMEOUT, c.CONSUMER_MEMORY_MB),
+        s.editor_function: (c.EDITOR_HANDLER, c.EDITOR_TIMEOUT, c.EDITOR_MEMORY_MB),
+    }
+    assert c.POLLER_HANDLER == "functions.poller.handler.handler"
+    assert c.CONSUMER_HANDLER == "functions.consumer.handler.handler"
+    assert c.EDITOR_HANDLER == "functions.editor.handler.handler"
+    codes = set()
+    for fn, (handler, timeout, memory) in expected.items():
+        props = demo.json["Resources"][demo.logical_id(fn)]["Properties"]
+        assert props["Handler"] == handler
+        assert props["Runtime"] in ("python3.12", "python3.13")
+        assert props["Architectures"] == ["arm64"]
+        assert props["Timeout"] == timeout.to_seconds()
+        assert props["MemorySize"] == memory
+        codes.add(json.dumps(props["Code"], sort_keys=True))
+    assert len(codes) == 1, "the three functions share one asset (bundled once)"
+    poller = demo.json["Resources"][demo.logical_id(s.poller_function)]["Properties"]
+    assert poller["ReservedConcurrentExecutions"] == 2
+    for fn in (s.consumer_function, s.editor_function):
+        assert "ReservedConcurrentExecutions" not in demo.json["Resources"][demo.logical_id(fn)]["Properties"]
+
+
+def test_log_groups_retention_and_wiring(demo):
+    s = demo.scheduler
+    groups = demo.resources("AWS::Logs::LogGroup")
+    for fn in s.functions:
+        props = demo.json["Resources"][demo.logical_id(fn)]["Properties"]
+        lid = props["LoggingConfig"]["LogGroup"]["Ref"]
+        assert groups[lid]["Properties"]["RetentionInDays"] == 30
+
+
+def test_custom_architecture_and_concurrency(custom):
+    s = custom.scheduler
+    for fn in s.functions:
+        assert custom.json["Resources"][custom.logical_id(fn)]["Properties"]["Architectures"] == ["x86_64"]
+    assert "ReservedConcurrentExecutions" not in custom.json["Resources"][custom.logical_id(s.poller_function)][
+        "Properties"]
+    custom.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping", {"ScalingConfig": {"MaximumConcurrency": 20}}
+    )
+
+
+def test_environment_is_exactly_the_settings(demo, custom):
+    """Names come from functions.core.config.ENV only; values are what load_settings will parse."""
+    for synth, expect in (
+        (demo, Settings()),
+        (custom, Settings(partition_key_value="jobs", window_seconds=600, lead_seconds=60, orphan_grace_seconds=120)),
+    ):
+        s = synth.scheduler
+        for fn in s.functions:
+            env = env_of(synth, fn)
+            assert set(env) == set(ENV.values())
+            assert env[ENV["table_name"]] == {"Ref": synth.logical_id(s.table)}
+            assert env[ENV["delay_queue_url"]] == {"Ref": synth.logical_id(s.delay_queue)}
+            assert env[ENV["rejected_queue_url"]] == {"Ref": synth.logical_id(s.rejected_queue)}
+            assert env[ENV["delivery_queue_url"]] == {"Ref": synth.logical_id(s.delivery_queue)}
+            for attr in ("partition_key_value", "window_seconds", "lead_seconds", "orphan_grace_seconds",
+                         "max_attempts", "metrics_namespace"):
+                assert env[ENV[attr]] == str(getattr(expect, attr)), attr
+            assert env[ENV["log_payloads"]] == "false"
+
+
+# ---- event sources -------------------------------------------------------------------------------
+
+def test_consumer_event_source(demo):
+    s = demo.scheduler
+    demo.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "FunctionName": {"Ref": demo.logical_id(s.consumer_function)},
+            "EventSourceArn": getatt(demo.logical_id(s.delay_queue)),
+            "BatchSize": 10,
+            "MaximumBatchingWindowInSeconds": 0,
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+        },
+    )
+
+
+def test_editor_event_source(demo):
+    s = demo.scheduler
+    mappings = [m["Properties"] for m in demo.resources("AWS::Lambda::EventSourceMapping").values()
+                if m["Properties"]["FunctionName"] == {"Ref": demo.logical_id(s.editor_function)}]
+    (m,) = mappings
+    assert m["EventSourceArn"] == getatt(demo.logical_id(s.table), "StreamArn")
+    assert m["StartingPosition"] in ("TRIM_HORIZON", "LATEST")
+    assert m["BisectBatchOnFunctionError"] is True
+    assert m["MaximumRetryAttempts"] == c.EDITOR_RETRY_ATTEMPTS
+    assert m["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert m["DestinationConfig"] == {
+        "OnFailure": {"Destination": getatt(demo.logical_id(s.stream_dead_letter_queue))}
+    }
+    patterns = [json.loads(f["Pattern"]) for f in m["FilterCriteria"]["Filters"]]
+    assert sorted(p["eventName"][0] for p in patterns) == ["INSERT", "MODIFY"]
+    for p in patterns:
+        assert p["dynamodb"]["Keys"]["pk"]["S"] == [{"anything-but": [META_PK]}]
+    (modify,) = [p for p in patterns if p["eventName"] == ["MODIFY"]]
+    # Punctual's own claims (new image carries the send mark) never wake the editor
+    assert modify["dynamodb"]["NewImage"] == {ATTR_ENQUEUED_MS: {"N": [{"exists": False}]}}
+
+
+# ---- IAM: exactly the calls each function makes --------------------------------------------------
+
+def test_least_privilege(demo):
+    s, d = demo.scheduler, demo
+    table = getatt(d.logical_id(s.table))
+    stream = getatt(d.logical_id(s.table), "StreamArn")
+    delay, delivery, rejected = (getatt(d.logical_id(q)) for q in (s.delay_queue, s.delivery_queue, s.rejected_queue))
+    stream_dlq = getatt(d.logical_id(s.stream_dead_letter_queue))
+    rule_name = d.json["Resources"][d.logical_id(s.rule)]["Properties"]["Name"]
+    rule_arn = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":events:", {"Ref": "AWS::Region"}, ":",
+                                  {"Ref": "AWS::AccountId"}, f":rule/{rule_name}"]]}
+    logs = ("logs:CreateLogStream", "logs:PutLogEvents")
+
+    def log_group(fn):
+        return getatt(d.json["Resources"][d.logical_id(fn)]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"])
+
+    assert grants(d, s.poller_function.role) == (
+        pairs(logs, log_group(s.poller_function))
+        | pairs(["dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"], table)
+        | pairs(["sqs:SendMessage"], delay, rejected)
+        | pairs(["events:PutRule", "events:DisableRule"], rule_arn)
+    )
+    assert grants(d, s.consumer_function.role) == (
+        pairs(logs, log_group(s.consumer_function))
+        | pairs(["dynamodb:BatchGetItem", "dynamodb:DeleteItem"], table)
+        | pairs(["sqs:SendMessage"], delivery, rejected)
+        # the SQS event source (ChangeMessageVisibility is also how the consumer puts a message back)
+        | pairs(["sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage",
+                 "sqs:GetQueueAttributes"], delay)
+    )
+    assert grants(d, s.editor_function.role) == (
+        pairs(logs, log_group(s.editor_function))
+        | pairs(["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"], table)
+        | pairs(["sqs:SendMessage"], delay, rejected)
+        | pairs(["events:PutRule", "events:DisableRule"], rule_arn)
+        # the DynamoDB event source
+        | pairs(["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"], stream)
+        | pairs(["dynamodb:ListStreams"], "*")
+        # its on-failure destination
+        | pairs(["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"], stream_dlq)
+    )
+    for fn in s.functions:
+        role = d.json["Resources"][d.logical_id(fn.role)]["Properties"]
+        assert "ManagedPolicyArns" not in role, "no AWSLambdaBasicExecutionRole (logs:* on *)"
+
+
+def test_no_wildcards_except_list_streams(demo, custom):
+    """Only dynamodb:ListStreams has Resource "*": the action has no resource-level permissions (AWS)."""
+    for synth in (demo, custom):
+        for lid, pol in synth.resources("AWS::IAM::Policy").items():
+            for st in pol["Properties"]["PolicyDocument"]["Statement"]:
+                actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+                for a in actions:
+                    # kms:GenerateDataKey* / kms:ReEncrypt*: IKey.grant_encrypt_decrypt's variants, on one key ARN
+                    assert "*" not in a or a in ("kms:GenerateDataKey*", "kms:ReEncrypt*"), (lid, a)
+                if "*" in json.dumps(st["Resource"]):
+                    assert actions == ["dynamodb:ListStreams"] and st["Resource"] == "*", (lid, st)
+
+
+def test_kms_grants(custom):
+    s, key = custom.scheduler, getatt(custom.logical_id(custom.extra["key"]))
+    for fn in s.functions:
+        assert ("kms:Decrypt", json.dumps(key, sort_keys=True)) in grants(custom, fn.role)
+        assert ("kms:GenerateDataKey*", json.dumps(key, sort_keys=True)) in grants(custom, fn.role)
+    # EventBridge must encrypt what it puts in the (KMS-encrypted) rule DLQ
+    key_policy = custom.json["Resources"][custom.logical_id(custom.extra["key"])]["Properties"]["KeyPolicy"]
+    assert any(st.get("Principal") == {"Service": "events.amazonaws.com"} for st in key_policy["Statement"])
+
+
+# ---- grants for users ------------------------------------------------------------------------------
+
+def test_grant_schedule(demo):
+    s = demo.scheduler
+    st = statements(demo, demo.stack.producer_role)
+    (only,) = st
+    assert set(only["Action"]) == set(c.SCHEDULE_ACTIONS)
+    assert {"dynamodb:PutItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:Query"} <= set(
+        only["Action"])
+    assert only["Resource"] == getatt(demo.logical_id(s.table))
+    # producers are confined to the task partition: the meta (arming) row is out of reach
+    assert only["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["scheduler"]}}
+
+
+def test_grant_consume(custom):
+    from aws_cdk import aws_iam as iam
+
+    assert isinstance(custom.extra["grant"], iam.Grant)
+    got = grants(custom, custom.extra["worker"])
+    q = getatt(custom.logical_id(custom.extra["existing"]))
+    assert pairs(["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"], q) <= got
+    assert not any(a.startswith("sqs:Send") for a, _ in got)
+
+
+def test_demo_consumer_subscribes_to_delivery_queue(demo):
+    demo.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {"FunctionName": {"Ref": demo.logical_id(demo.stack.consumer)},
+         "EventSourceArn": getatt(demo.logical_id(demo.scheduler.delivery_queue)),
+         "FunctionResponseTypes": ["ReportBatchItemFailures"]},
+    )
+
+
+# ---- aliases, metrics, alarms -------------------------------------------------------------------------
+
+def test_cdk_scheduler_aliases(demo):
+    s = demo.scheduler
+    assert s.scheduler_table is s.table
+    assert s.scheduling_queue is s.delivery_queue
+    assert s.partition_key_value == "scheduler"
+
+
+def test_metrics(demo):
+    s = demo.scheduler
+    lat = s.metric_lateness()
+    assert (lat.namespace, lat.metric_name, lat.statistic) == ("Punctual", LATENESS_MS, "p99")
+    rej = s.metric_rejected_rows()
+    assert (rej.namespace, rej.metric_name, rej.statistic) == ("Punctual", REJECTED_ROWS, "Sum")
+    dead = s.metric_dead_letters()
+    assert len(dead.using_metrics) == 4  # delay, delivery, stream and rule DLQs
+    assert {m.metric_name for m in dead.using_metrics.values()} == {"ApproximateNumberOfMessagesVisible"}
+
+
+def test_alarms(demo, custom):
+    alarms = demo.resources("AWS::CloudWatch::Alarm")
+    assert len(alarms) == len(demo.scheduler.alarms) == 6
+    by_metric = {a["Properties"].get("MetricName"): a["Properties"] for a in alarms.values()}
+    assert by_metric[LATENESS_MS]["ExtendedStatistic"] == "p99"
+    assert by_metric[LATENESS_MS]["Namespace"] == "Punctual"
+    assert by_metric[REJECTED_ROWS]["Threshold"] == 1
+    errors = [a for a in alarms.values() if a["Properties"].get("MetricName") == "Errors"]
+    assert len(errors) == 3
+    dlq = [a for a in alarms.values() if "Metrics" in a["Properties"]]
+    assert len(dlq) == 1
+    custom.template.resource_count_is("AWS::CloudWatch::Alarm", 0)
+    demo.template.has_resource_properties("AWS::CloudWatch::Alarm", {"AlarmActions": Match.absent()})
+
+
+# ---- props validation (no synth: the construct raises before building anything) --------------------
+
+@pytest.mark.parametrize(
+    "props, message",
+    [
+        ({"window_seconds": 30}, "window_seconds"),
+        ({"window_seconds": 60, "lead_seconds": 1}, "lead_seconds"),
+        ({"window_seconds": 901}, "window_seconds"),
+        ({"window_seconds": 120, "lead_seconds": 120}, "lead_seconds"),
+        ({"lead_seconds": -1}, "lead_seconds"),
+        ({"partition_key_value": META_PK}, "reserved"),
+        ({"max_attempts": 0}, "max_attempts"),
+    ],
+)
+def test_props_validated_like_settings(props, message):
+    from aws_cdk import App, Stack
+
+    from infra import Scheduler
+
+    from .conftest import NO_BUNDLING
+
+    with pytest.raises(ValueError, match=message):
+        Scheduler(Stack(App(context=NO_BUNDLING), "V"), "S", **props)
+
+
+def test_metric_names_match_what_the_functions_emit():
+    """The construct reads the metric names the handlers emit (EMF, no dimensions): each name is
+    emitted by an ``obs.metric`` call, as the shared constant or (until switched) the same literal."""
+    import re
+    from pathlib import Path
+
+    import functions
+
+    root = Path(functions.__file__).parent
+    code = "\n".join(p.read_text() for p in root.rglob("*.py") if p.name != "metrics_names.py")
+    for name, constant in ((LATENESS_MS, "LATENESS_MS"), (REJECTED_ROWS, "REJECTED_ROWS")):
+        assert re.search(rf'obs\.metric\(\s*[\w.]+,\s*(?:"{name}"|(?:\w+\.)?{constant}\b)', code), name
+
+
+def test_rule_dead_letter_queue_accepts_only_this_rule(demo):
+    s = demo.scheduler
+    dlq = demo.logical_id(s.rule_dead_letter_queue)
+    allows = [
+        st for p in demo.resources("AWS::SQS::QueuePolicy").values() if {"Ref": dlq} in p["Properties"]["Queues"]
+        for st in p["Properties"]["PolicyDocument"]["Statement"] if st["Effect"] == "Allow"
+    ]
+    (st,) = allows
+    assert st["Principal"] == {"Service": "events.amazonaws.com"}
+    assert st["Action"] == "sqs:SendMessage"
+    assert st["Condition"] == {"ArnEquals": {"aws:SourceArn": getatt(demo.logical_id(s.rule))}}
+
+
+def test_readme_snippet_builds():
+    """docs/construct.md and the README: construct, grant a producer, subscribe a consumer (no synth)."""
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_lambda as lambda_
+    from aws_cdk import aws_lambda_event_sources as sources
+
+    from infra import Scheduler
+
+    from .conftest import NO_BUNDLING
+
+    stack = Stack(App(context=NO_BUNDLING), "Readme")
+
+    def fn(name):
+        return lambda_.Function(stack, name, runtime=lambda_.Runtime.PYTHON_3_13, handler="index.handler",
+                                code=lambda_.Code.from_inline("def handler(e, c): pass"))
+
+    producer_fn, consumer_fn = fn("Producer"), fn("Consumer")
+    scheduler = Scheduler(stack, "Scheduler")
+    grant = scheduler.grant_schedule(producer_fn)
+    consumer_fn.add_event_source(sources.SqsEventSource(scheduler.delivery_queue, report_batch_item_failures=True))
+    assert grant.success

@@ -1,0 +1,209 @@
+"""Pure consumer decisions: record parsing, wait / put back / deliver, grouping."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from functions.core.delivery import (
+    MAX_VISIBILITY_SECONDS,
+    Action,
+    Pending,
+    PoisonMessage,
+    classify,
+    message_id_of,
+    next_group,
+    not_yet_due,
+    parse_record,
+    plan_batch,
+    visibility_seconds,
+)
+from functions.core.models import DelayMessage
+
+DUE = 1_798_761_600_500
+SK = f"{DUE}#task-1"
+
+
+def record(body, mid="m1", count="1", handle="rh"):
+    rec = {"messageId": mid, "receiptHandle": handle, "body": body,
+           "attributes": {"ApproximateReceiveCount": count}}
+    return rec
+
+
+def good_body(**over):
+    data = {"pk": "scheduler", "sk": SK, "due_ms": DUE, "attempt": 1, "enqueued_ms": DUE - 5000}
+    data.update(over)
+    return json.dumps(data)
+
+
+def pending(due, pos=0, sk=None):
+    sk = sk or f"{due}#p{pos}"
+    return Pending(f"m{pos}", f"h{pos}", DelayMessage(pk="scheduler", sk=sk, due_ms=due, enqueued_ms=0), 1, pos)
+
+
+# -- parse_record -------------------------------------------------------------------
+
+
+def test_parse_valid_record():
+    p = parse_record(record(good_body(), count="3"), 4, "scheduler")
+    assert p.message_id == "m1" and p.receipt_handle == "rh" and p.position == 4
+    assert p.receive_count == 3 and p.due_ms == DUE and p.key == ("scheduler", SK)
+    assert p.message.attempt == 1
+
+
+def test_parse_ignores_unknown_fields_and_defaults_attempt():
+    data = json.loads(good_body())
+    del data["attempt"]
+    data["future_field"] = "x"
+    assert parse_record(record(json.dumps(data)), 0, "scheduler").message.attempt == 1
+
+
+@pytest.mark.parametrize("count,expected", [("1", 1), ("7", 7), (None, 1), ("x", 1), ("0", 1)])
+def test_receive_count(count, expected):
+    rec = record(good_body(), count=count)
+    assert parse_record(rec, 0, "scheduler").receive_count == expected
+
+
+def test_missing_attributes_means_first_receive():
+    rec = {"messageId": "m", "receiptHandle": "h", "body": good_body()}
+    assert parse_record(rec, 0, "scheduler").receive_count == 1
+
+
+@pytest.mark.parametrize(
+    "body,why",
+    [
+        ("not json", "not JSON"),
+        ("[]", "not a JSON object"),
+        ("null", "not a JSON object"),
+        (good_body(due_ms=str(DUE)), "not a DelayMessage"),  # strict: no string->int coercion
+        (good_body(due_ms=float(DUE)), "not a DelayMessage"),
+        (good_body(enqueued_ms=None), "not a DelayMessage"),
+        (json.dumps({"pk": "scheduler", "sk": SK}), "not a DelayMessage"),
+        (good_body(pk="other"), "partition"),
+        (good_body(pk="__punctual__"), "partition"),
+        (good_body(sk="17987616#x", due_ms=17987616), "sk is invalid"),
+        (good_body(sk="abc"), "sk is invalid"),
+        (good_body(due_ms=DUE + 1), "does not match"),
+    ],
+)
+def test_poison_bodies(body, why):
+    with pytest.raises(PoisonMessage, match=why):
+        parse_record(record(body), 0, "scheduler")
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [
+        "not a map",
+        {"receiptHandle": "h", "body": "{}"},
+        {"messageId": "m", "body": "{}"},
+        {"messageId": "m", "receiptHandle": "h"},
+        {"messageId": "m", "receiptHandle": "h", "body": 3},
+    ],
+)
+def test_poison_records(rec):
+    with pytest.raises(PoisonMessage):
+        parse_record(rec, 0, "scheduler")
+
+
+def test_message_id_of_falls_back_to_position():
+    assert message_id_of({"messageId": "abc"}, 3) == "abc"
+    assert message_id_of({}, 3) == "#3"
+    assert message_id_of("x", 2) == "#2"  # type: ignore[arg-type]
+
+
+@given(st.text(max_size=200))
+def test_parse_never_raises_anything_but_poison(body):
+    try:
+        parse_record(record(body), 0, "scheduler")
+    except PoisonMessage:
+        pass
+
+
+# -- classify / visibility --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "remaining,action,wait",
+    [(-5000, Action.DELIVER, 0), (0, Action.DELIVER, 0), (1, Action.WAIT, 1), (2000, Action.WAIT, 2000),
+     (2001, Action.PUT_BACK, 0)],
+)
+def test_classify(remaining, action, wait):
+    d = classify(DUE, DUE - remaining, 2000)
+    assert d.action is action and d.wait_ms == wait
+
+
+def test_put_back_returns_inside_the_wait_band():
+    d = classify(DUE, DUE - 10_400, 2000)
+    assert d.action is Action.PUT_BACK and d.visibility_seconds == 10  # back 400 ms early, then waits
+
+
+@pytest.mark.parametrize(
+    "remaining,max_wait,expected",
+    [(2001, 2000, 2), (2999, 2000, 2), (3000, 2000, 3), (10_400, 1000, 10),
+     (1, 0, 1), (1000, 0, 1), (1001, 0, 2), (1001, 500, 2), (10_400, 999, 11),
+     (10**12, 2000, MAX_VISIBILITY_SECONDS), (10**12, 0, MAX_VISIBILITY_SECONDS)],
+)
+def test_visibility_seconds(remaining, max_wait, expected):
+    assert visibility_seconds(remaining, max_wait) == expected
+
+
+@given(remaining=st.integers(1, 50_000_000), max_wait=st.integers(0, 5000))
+def test_put_back_comes_back_before_a_second_late_and_within_the_wait_band(remaining, max_wait):
+    if remaining <= max_wait:
+        return
+    v = visibility_seconds(remaining, max_wait) * 1000
+    back_early_by = remaining - v  # >= 0: back early (the consumer then waits), < 0: back late
+    assert v >= 1000
+    if remaining > MAX_VISIBILITY_SECONDS * 1000:
+        assert v == MAX_VISIBILITY_SECONDS * 1000
+    elif max_wait >= 1000:
+        assert 0 <= back_early_by < 1000 and back_early_by <= max_wait  # then waited in-process
+    else:
+        assert -1000 < back_early_by <= 0  # never back early, less than a second late
+
+
+# -- batch planning --------------------------------------------------------------------------
+
+
+def test_plan_batch_splits_and_sorts_stably():
+    now = DUE
+    recs = [pending(now + 1500, 0), pending(now + 5000, 1), pending(now - 10, 2), pending(now + 1500, 3),
+            pending(now + 2000, 4), pending(now + 3000, 5)]
+    plan = plan_batch(recs, now, 2000)
+    assert [r.position for r in plan.keep] == [2, 0, 3, 4]
+    assert [(r.position, v) for r, v in plan.put_back] == [(5, 3), (1, 5)]
+
+
+def test_next_group():
+    assert next_group([], 0) == (0, 0)
+    assert next_group([100, 105, 111, 500], 0, coalesce_ms=10) == (2, 105)
+    assert next_group([100, 105, 111, 500], 0, coalesce_ms=0) == (1, 100)
+    # already due: everything due by now + coalesce goes, waiting only for the last
+    assert next_group([-50, 0, 5, 30], 0, coalesce_ms=10) == (3, 5)
+    assert next_group([-50, -40], 0) == (2, 0)
+
+
+@given(st.lists(st.integers(-5000, 5000), min_size=1, max_size=12), st.integers(-1000, 1000),
+       st.integers(0, 50))
+def test_groups_cover_the_batch_in_order_and_never_wait_past_a_member(dues, now, coalesce):
+    dues = sorted(dues)
+    rest, seen = list(dues), []
+    while rest:
+        n, wait = next_group(rest, now, coalesce)
+        assert n >= 1
+        group, rest = rest[:n], rest[n:]
+        assert now + wait == max(now, group[-1])  # wait exactly until the last member is due
+        assert group[-1] - max(now, group[0]) <= coalesce  # the earliest is at most `coalesce` late
+        seen += group
+        now += wait
+    assert seen == dues
+
+
+def test_not_yet_due():
+    assert not_yet_due([], 10) == 0
+    assert not_yet_due([5, 10], 10) == 0
+    assert not_yet_due([5, 12, 11], 10) == 2

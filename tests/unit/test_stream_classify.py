@@ -1,0 +1,147 @@
+"""Pure classification of DynamoDB stream records (functions.core.stream)."""
+
+from __future__ import annotations
+
+import pytest
+
+from functions.core import stream
+from functions.core.config import META_PK, Settings
+from functions.core.cron import MINUTE_MS, minute_not_after, minute_not_before
+from functions.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS
+from functions.core.stream import Action, classify_record, plan_batch
+
+NOW = 1_798_761_600_000  # 2027-01-01T00:00:00Z
+S = Settings()
+
+
+def image(sk: str, pk: str = "scheduler", payload: dict | None = None, **extra) -> dict:
+    item = {"pk": {"S": pk}, "sk": {"S": sk}, "payload": {"M": payload or {"a": {"S": "1"}}}}
+    item.update(extra)
+    return item
+
+
+def record(name: str, new: dict | None = None, old: dict | None = None, seq: str = "100") -> dict:
+    src = new or old or {}
+    data = {"Keys": {"pk": src.get("pk"), "sk": src.get("sk")}, "SequenceNumber": seq,
+            "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    if new is not None:
+        data["NewImage"] = new
+    if old is not None:
+        data["OldImage"] = old
+    return {"eventName": name, "eventSource": "aws:dynamodb", "dynamodb": data}
+
+
+def sk(due_ms: int, id: str = "t") -> str:
+    return f"{due_ms:013d}#{id}"
+
+
+def test_remove_is_ignored():
+    c = classify_record(record("REMOVE", old=image(sk(NOW))), S, NOW)
+    assert c.action is Action.IGNORE and c.sequence_number == "100"
+
+
+def test_meta_partition_is_ignored():
+    meta = {"pk": {"S": META_PK}, "sk": {"S": "rule"}, "armed_ms": {"N": "1"}, "version": {"N": "3"}}
+    assert classify_record(record("INSERT", meta), S, NOW).action is Action.IGNORE
+    assert classify_record(record("MODIFY", meta, meta), S, NOW).action is Action.IGNORE
+
+
+def test_our_claim_modify_is_ignored():
+    old = image(sk(NOW + 5000))
+    new = image(sk(NOW + 5000), **{ATTR_ENQUEUED_MS: {"N": str(NOW)}, ATTR_ATTEMPT: {"N": "1"}})
+    c = classify_record(record("MODIFY", new, old), S, NOW)
+    assert c.action is Action.IGNORE and c.note == "in flight"
+
+
+def test_released_claim_is_ignored():
+    old = image(sk(NOW + 5000), **{ATTR_ENQUEUED_MS: {"N": str(NOW)}, ATTR_ATTEMPT: {"N": "1"}})
+    new = image(sk(NOW + 5000), **{ATTR_ATTEMPT: {"N": "1"}})
+    assert classify_record(record("MODIFY", new, old), S, NOW).note == "claim released"
+
+
+def test_user_modify_of_unsent_row_is_classified_again():
+    old = image(sk(NOW + 5000))
+    new = image(sk(NOW + 5000), payload={"b": {"N": "2"}})
+    c = classify_record(record("MODIFY", new, old), S, NOW)
+    assert c.action is Action.SEND_NOW and c.task.payload == {"b": 2}
+
+
+@pytest.mark.parametrize("due", [NOW - 3_600_000, NOW, NOW + 300, NOW + 5000, NOW + S.window_ms])
+def test_due_within_window_or_past_is_sent_now(due):
+    c = classify_record(record("INSERT", image(sk(due))), S, NOW)
+    assert c.action is Action.SEND_NOW and c.task.due_ms == due
+
+
+@pytest.mark.parametrize("due", [NOW + S.window_ms + 1, NOW + 3 * 86_400_000])
+def test_due_after_window_arms_later(due):
+    assert classify_record(record("INSERT", image(sk(due))), S, NOW).action is Action.ARM_LATER
+
+
+@pytest.mark.parametrize(
+    "new, code",
+    [
+        (image("1798761605#t"), "seconds_not_ms"),
+        (image("2027-01-01T00:00:05Z#t"), "iso_string"),
+        (image(f"{NOW:013d}#"), "missing_id"),
+        (image(f"{NOW:013d}"), "missing_id"),
+        (image(sk(7_258_118_400_000)), "year_out_of_range"),
+        (image(sk(NOW), pk="other"), "wrong_pk"),
+        ({"pk": {"S": "scheduler"}, "sk": {"S": sk(NOW)}}, "missing_payload"),
+        ({"pk": {"S": "scheduler"}, "sk": {"S": sk(NOW)}, "payload": {"S": "x"}}, "payload_not_map"),
+    ],
+)
+def test_malformed_rows_are_rejected_with_their_code(new, code):
+    c = classify_record(record("INSERT", new), S, NOW)
+    assert c.action is Action.REJECT and c.rejection.code == code and c.item == new
+
+
+def test_unexpected_parse_error_is_the_rows_problem(monkeypatch):
+    def boom(item, partition):
+        raise TypeError("weird")
+
+    monkeypatch.setattr(stream, "task_from_item", boom)
+    c = classify_record(record("INSERT", image(sk(NOW))), S, NOW)
+    assert c.action is Action.REJECT and c.rejection.code == "malformed"
+
+
+@pytest.mark.parametrize("rec", [None, "x", {}, {"eventName": "INSERT"}, {"eventName": "FOO", "dynamodb": {}}])
+def test_garbage_records_never_raise(rec):
+    assert classify_record(rec, S, NOW).action is Action.IGNORE
+
+
+def test_record_without_new_image_is_ignored():
+    rec = record("INSERT", image(sk(NOW)))
+    del rec["dynamodb"]["NewImage"]
+    assert classify_record(rec, S, NOW).action is Action.IGNORE
+
+
+def test_plan_arms_the_earliest_need():
+    late = NOW + 3 * 86_400_000
+    soon = NOW + 5000
+    plan = plan_batch([record("INSERT", image(sk(late, "a")), seq="1"),
+                       record("INSERT", image(sk(soon, "b")), seq="2"),
+                       record("REMOVE", old=image(sk(NOW)), seq="3")], S, NOW)
+    orphan_check = minute_not_before(soon + S.orphan_grace_ms, NOW)
+    assert plan.arm_minute_ms == orphan_check
+    assert [t.sk for t in plan.send_now] == [sk(soon, "b")]
+    assert [c.sequence_number for c in plan.arming_records] == ["1", "2"]
+
+    only_late = plan_batch([record("INSERT", image(sk(late)))], S, NOW)
+    assert only_late.arm_minute_ms == minute_not_after(late - S.lead_ms, NOW)
+    assert only_late.arm_minute_ms % MINUTE_MS == 0 and only_late.arm_minute_ms <= late - S.lead_ms
+
+
+def test_plan_without_valid_rows_arms_nothing():
+    plan = plan_batch([record("REMOVE", old=image(sk(NOW))), record("INSERT", image("bad"))], S, NOW)
+    assert plan.arm_minute_ms is None and plan.send_now == []
+
+
+def test_past_due_row_arms_a_future_minute():
+    plan = plan_batch([record("INSERT", image(sk(NOW - 3_600_000)))], S, NOW + 1)
+    assert plan.arm_minute_ms > NOW + 1
+
+
+def test_duplicate_rows_in_a_batch_are_sent_once():
+    r = record("INSERT", image(sk(NOW + 5000)), seq="1")
+    m = record("MODIFY", image(sk(NOW + 5000), payload={"z": {"S": "2"}}), image(sk(NOW + 5000)), seq="2")
+    assert len(plan_batch([r, m], S, NOW).send_now) == 1
