@@ -94,10 +94,11 @@ class Faults:
         return (self.crash_before if point.when == "before" else self.crash_after)(point.op, point.nth)
 
     @contextmanager
-    def active(self):
-        """Inject (and count) only inside this block; counts restart from zero."""
-        self._counts.clear()
-        self.trace.clear()
+    def active(self, reset: bool = True):
+        """Inject (and count) only inside this block; counts restart from zero if ``reset``."""
+        if reset:
+            self._counts.clear()
+            self.trace.clear()
         self.enabled = True
         try:
             yield self

@@ -61,16 +61,13 @@ def _moto_next_visible(url: str) -> Callable[[], int | None]:
     return peek
 
 
-def _once(fn: Callable[..., Any], faults: Faults) -> Callable[..., Any]:
-    """Run ``fn`` with faults active on its first invocation only."""
-    calls = [0]
+def _targeted(fn: Callable[..., Any], faults: Faults) -> Callable[..., Any]:
+    """Run ``fn`` with faults active in every invocation: call counts run across invocations,
+    so "the nth call of op" is a point anywhere in the target's whole life in the scenario."""
 
     def run(*args: Any) -> Any:
-        calls[0] += 1
-        if calls[0] == 1:
-            with faults.active():
-                return fn(*args)
-        return fn(*args)
+        with faults.active(reset=False):
+            return fn(*args)
 
     return run
 
@@ -128,7 +125,7 @@ def run_case(target: str, point: CrashPoint | None, backend: str = "fake",
             faults = Faults(*clients, enabled=False)
             if point is not None:
                 faults.crash_at(point)
-            setattr(world, target, _once(getattr(world, target), faults))
+            setattr(world, target, _targeted(getattr(world, target), faults))
             expected = {}
             for name, due in ROWS.items():
                 sk = encode_sk(due, name)

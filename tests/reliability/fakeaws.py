@@ -412,6 +412,14 @@ class FakeAws:
                 raise NotImplementedError(kind)
         return {}
 
+    def op_batch_get_item(self, RequestItems, **_):
+        out: dict[str, list[dict[str, Any]]] = {}
+        for table, spec in RequestItems.items():
+            if len(spec["Keys"]) > 100:
+                raise _err("ValidationException", "BatchGetItem", "too many keys")
+            out[table] = [copy.deepcopy(self.items[self._k(k)]) for k in spec["Keys"] if self._k(k) in self.items]
+        return {"Responses": out, "UnprocessedKeys": {}}
+
     def op_batch_write_item(self, RequestItems, **_):
         for _table, reqs in RequestItems.items():
             for r in reqs:

@@ -150,8 +150,8 @@ def test_nan_like_numbers_are_rejected_not_crashing():
 def test_hostile_catalogue_end_to_end():
     """Valid and hostile rows together: valid ones delivered exactly, the others rejected with a reason."""
     rows = [row for row, _ in VALID.values()] + [row for row, _ in REJECTED.values() if "S" in row["sk"]]
-    # a row of another partition sharing the table: not ours, neither delivered nor touched
-    foreign = item(encode_sk(DUE, "foreign"), m(k=s("v")), pk="someone-else")
+    # a row of another partition (a typo'd pk): never delivered, but not silently ignored either
+    foreign = item(encode_sk(DUE, "foreign"), m(k=s("v")), pk="Scheduler")
     rows.append(foreign)
     expected = {row["sk"]["S"]: int(row["sk"]["S"][:13]) for row, _ in VALID.values()}
     run = run_items(rows, expected)
@@ -177,10 +177,10 @@ def test_hostile_catalogue_end_to_end():
         if sk is None:
             continue  # a non-string sk cannot be written: DynamoDB refuses it (see test below)
         assert codes.get(sk) == code, (name, codes.get(sk))
-    # rejected rows left the schedule; the foreign row is untouched
+    assert codes.get(foreign["sk"]["S"]) == "wrong_pk"
+    # rejected rows left the table; Punctual's own meta row (another pk) was not taken for one
     left = {(r["pk"].get("S"), r["sk"].get("S")) for r in run.remaining}
-    assert ("someone-else", foreign["sk"]["S"]) in left
-    assert not [k for k in left if k[0] == PK], left
+    assert left <= {("__punctual__", "rule")}, left
 
 
 def test_payloads_are_not_logged_by_default():
