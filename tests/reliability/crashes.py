@@ -73,8 +73,9 @@ def _targeted(fn: Callable[..., Any], faults: Faults) -> Callable[..., Any]:
 
 
 @contextmanager
-def environment(backend: str, settings: Settings | None = None) -> Iterator[tuple[World, tuple[Any, ...]]]:
-    """A fresh Punctual stack at START: ("fake") in memory, or ("moto") moto + freezegun."""
+def environment(backend: str, settings: Settings | None = None, start_ms: int = START,
+                fire_offset_ms: int = 5_000) -> Iterator[tuple[World, tuple[Any, ...]]]:
+    """A fresh Punctual stack at ``start_ms``: ("fake") in memory, or ("moto") moto + freezegun."""
     base = settings or Settings(send_workers=1)
     if backend == "fake":
         from functions.core.clock import ManualClock
@@ -82,12 +83,13 @@ def environment(backend: str, settings: Settings | None = None) -> Iterator[tupl
         from tests.reliability.fakeaws import FakeAws
         from tests.reliability.sim import FakeStream
 
-        clock = ManualClock(START)
+        clock = ManualClock(start_ms)
         aws = FakeAws(clock)
         s = replace(base, delay_queue_url="q/delay", delivery_queue_url="q/delivery",
                     rejected_queue_url="q/rejected")
         deps = Deps(s, clock, aws.ddb, aws.sqs, aws.events)
-        yield (World(deps, clock.set, FakeStream(aws), next_visible=lambda: aws.next_visible_ms("q/delay")),
+        yield (World(deps, clock.set, FakeStream(aws), next_visible=lambda: aws.next_visible_ms("q/delay"),
+                     fire_offset_ms=fire_offset_ms),
                (aws.ddb, aws.sqs, aws.events))
         return
     import boto3
@@ -96,7 +98,7 @@ def environment(backend: str, settings: Settings | None = None) -> Iterator[tupl
 
     from tests.support import FreezegunClock, make_stack
 
-    with freeze_time(datetime.fromtimestamp(START / 1000, tz=UTC)) as frozen, mock_aws():
+    with freeze_time(datetime.fromtimestamp(start_ms / 1000, tz=UTC)) as frozen, mock_aws():
         stack = make_stack(base, clock=FreezegunClock(frozen))
         world = World(
             stack.deps,
@@ -104,6 +106,7 @@ def environment(backend: str, settings: Settings | None = None) -> Iterator[tupl
             MotoStream(boto3.client("dynamodbstreams", region_name="us-east-1"), stack.ddb,
                        stack.settings.table_name),
             next_visible=_moto_next_visible(stack.settings.delay_queue_url),
+            fire_offset_ms=fire_offset_ms,
         )
         yield world, (stack.ddb, stack.sqs, stack.events)
 
@@ -212,14 +215,15 @@ class ItemsRun:
 
 
 def run_items(items: list[dict[str, Any]], expected: dict[str, int], backend: str = "fake",
-              settings: Settings | None = None, horizon_ms: int = HORIZON) -> ItemsRun:
+              settings: Settings | None = None, horizon_ms: int = HORIZON, start_ms: int = START,
+              fire_offset_ms: int = 5_000) -> ItemsRun:
     """Write raw items (DynamoDB JSON) at START, let the whole system run, report what came out."""
     import json
 
     log = io.StringIO()
     obs.set_stream(log)
     try:
-        with environment(backend, settings) as (world, _clients):
+        with environment(backend, settings, start_ms, fire_offset_ms) as (world, _clients):
             s = world.deps.settings
             for item in items:
                 world.deps.ddb.put_item(TableName=s.table_name, Item=item)
@@ -236,7 +240,7 @@ def run_items(items: list[dict[str, Any]], expected: dict[str, int], backend: st
                     world.deps.sqs.delete_message(QueueUrl=s.rejected_queue_url, ReceiptHandle=m["ReceiptHandle"])
             remaining = world.deps.ddb.scan(TableName=s.table_name).get("Items", []) if backend == "moto" else [
                 v for v in world.deps.ddb._aws.items.values()]
-            ready = {sk: max(due, START) for sk, due in expected.items()}
+            ready = {sk: max(due, start_ms) for sk, due in expected.items()}
             return ItemsRun(world.outcome(expected, ready=ready), rejected, log.getvalue(), remaining)
     finally:
         obs.set_stream(None)
