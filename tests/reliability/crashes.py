@@ -244,3 +244,45 @@ def run_items(items: list[dict[str, Any]], expected: dict[str, int], backend: st
             return ItemsRun(world.outcome(expected, ready=ready), rejected, log.getvalue(), remaining)
     finally:
         obs.set_stream(None)
+
+
+def calls_by_handler() -> dict[str, set[str]]:
+    """The AWS operations each handler really makes, over scenarios that walk every path:
+    the crash-matrix scenario, the hostile catalogue (rejections by editor and poller), a row
+    that turns invalid before delivery (consumer rejection), cancellations and reschedules."""
+    from tests.reliability.test_hostile import REJECTED, VALID
+
+    seen: dict[str, set[str]] = {t: set() for t in TARGETS}
+    log = io.StringIO()
+    obs.set_stream(log)
+    try:
+        for editor_on in (True, False):  # without the editor, the poller meets the bad rows itself
+            with environment("fake") as (world, clients):
+                recorders = {t: Faults(*clients, enabled=False) for t in TARGETS}
+                for t in TARGETS:
+                    setattr(world, t, _targeted(getattr(world, t), recorders[t]))
+                s = world.deps.settings
+                rows = [r for r, _ in VALID.values()] + [r for r, _ in REJECTED.values() if "S" in r["sk"]]
+                for name, due in ROWS.items():
+                    put_row(world, encode_sk(due, name), {"task": name})
+                for r in rows:
+                    world.deps.ddb.put_item(TableName=s.table_name, Item=r)
+                if not editor_on:
+                    world.stream.poll()
+                world.run_poller()
+                # turns invalid after it was sent: the consumer meets it
+                world.deps.ddb.put_item(TableName=s.table_name, Item={
+                    "pk": {"S": s.partition_key_value}, "sk": {"S": encode_sk(ROWS["soon"], "soon")},
+                    "payload": {"S": "not a map any more"}, "punctual_enqueued_ms": {"N": str(START)},
+                    "punctual_attempt": {"N": "1"}})
+                world.deps.ddb.delete_item(TableName=s.table_name, Key={
+                    "pk": {"S": s.partition_key_value}, "sk": {"S": encode_sk(ROWS["beyond"], "beyond")}})
+                if not editor_on:
+                    world.stream.poll()
+                world.run(HORIZON)
+                for t in TARGETS:
+                    seen[t] |= set(recorders[t].trace)
+                    recorders[t].detach(*clients)
+    finally:
+        obs.set_stream(None)
+    return seen

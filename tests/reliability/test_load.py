@@ -130,9 +130,9 @@ def test_burst_local_stack(tmp_path):
     try:
         ddb, sqs = running.client("dynamodb"), running.client("sqs")
         info = running.info
-        table = info.get("table") or info.get("table_name")
-        delivery = info.get("delivery_queue_url") or info["queues"]["delivery"]
-        pk = info.get("partition_key_value", "scheduler")
+        table = info["table"]
+        delivery = info["queues"]["delivery"]
+        pk = info["partition"]
         # due within the same 10 s, starting once the rows are written (rate measured first on 500 rows)
         t_ins = time.time()
         lead_s = max(30.0, n / 150)

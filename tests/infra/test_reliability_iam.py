@@ -1,0 +1,56 @@
+"""IAM grants vs. the calls the handlers really make (issue 7, security; reuses the infra synth).
+
+test_construct.py pins each role's grants; this closes the loop from the code side:
+the operations each handler was seen to call (recorded with tests.faults.Faults over
+the crash-matrix scenario, the hostile catalogue and a consumer-side rejection) must
+all be granted, and every granted action must be one the code uses or one the
+platform needs (logs, event source mappings, KMS).
+"""
+
+from __future__ import annotations
+
+from tests.infra.test_construct import grants
+
+BATCH_ALIASES = {"SendMessageBatch": "SendMessage", "DeleteMessageBatch": "DeleteMessage",
+                 "ChangeMessageVisibilityBatch": "ChangeMessageVisibility"}
+EVENTS_OPS = {"PutRule", "DisableRule", "EnableRule", "DescribeRule"}
+SQS_OPS = {"SendMessage", "DeleteMessage", "ChangeMessageVisibility", "ReceiveMessage", "GetQueueAttributes"}
+# granted for the platform, not called by the handler code
+PLATFORM = {"logs:CreateLogStream", "logs:PutLogEvents",
+            "sqs:ReceiveMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:DeleteMessage",
+            "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
+# paths the recording scenarios do not walk, each checked to exist in the code
+RARE = {"events:DisableRule": "functions/core/arming.py",  # nothing pending any more
+        "sqs:ChangeMessageVisibility": "functions/consumer/handler.py"}  # a message visible far too early
+
+
+def iam_action(op: str) -> str:
+    op = BATCH_ALIASES.get(op, op)
+    if op in EVENTS_OPS:
+        return f"events:{op}"
+    if op in SQS_OPS:
+        return f"sqs:{op}"
+    return f"dynamodb:{op}"
+
+
+def test_granted_actions_match_the_calls_the_handlers_make(demo):
+    from pathlib import Path
+
+    from tests.reliability.crashes import TARGETS, calls_by_handler, run_case
+
+    calls = calls_by_handler()
+    for t in TARGETS:
+        calls[t] |= set(run_case(t, None).trace)
+    s = demo.scheduler
+    roles = {"poller": s.poller_function.role, "consumer": s.consumer_function.role, "editor": s.editor_function.role}
+    repo = Path(__file__).resolve().parents[2]
+    for target, role in roles.items():
+        granted = {a for a, _ in grants(demo, role)}
+        needed = {iam_action(op) for op in calls[target]}
+        assert needed <= granted, f"{target} calls {sorted(needed - granted)} without a grant"
+        unused = granted - needed - PLATFORM
+        for action in sorted(unused):
+            assert action in RARE, f"{target} is granted {action} but never calls it"
+            op = action.split(":")[1]
+            snake = "".join("_" + ch.lower() if ch.isupper() else ch for ch in op).lstrip("_")
+            assert snake in (repo / RARE[action]).read_text(), (action, RARE[action])
