@@ -76,6 +76,7 @@ class Faults:
     def fail(self, op: str, code: str = "InternalError", times: int = 1, first: int = 1) -> Faults:
         """Make calls ``first .. first+times-1`` of ``op`` fail with ``code`` (no effect)."""
         def err(o: str) -> None:
+            self.fired.append(f"fail {o} ({code})")
             raise ClientError({"Error": {"Code": code, "Message": "injected"}}, o)
         self._rules.append(("before", op, lambda n: first <= n < first + times, err))
         return self
@@ -91,6 +92,9 @@ class Faults:
         return self
 
     def crash_at(self, point: CrashPoint) -> Faults:
+        if point.when == "fail":
+            # fails the call and every retry of it (call_with_retry tries 6 times): the handler sees the error
+            return self.fail(point.op, "InternalError", times=7, first=point.nth)
         return (self.crash_before if point.when == "before" else self.crash_after)(point.op, point.nth)
 
     @contextmanager
@@ -120,7 +124,7 @@ class Faults:
 
 @dataclass(frozen=True)
 class CrashPoint:
-    when: str  # "before" | "after"
+    when: str  # "before" | "after" (the process dies) | "fail" (the call fails, retries included)
     op: str
     nth: int
 
@@ -135,6 +139,16 @@ def crash_points(trace: list[str]) -> list[CrashPoint]:
     for op in trace:
         seen[op] = seen.get(op, 0) + 1
         points += [CrashPoint("before", op, seen[op]), CrashPoint("after", op, seen[op])]
+    return points
+
+
+def fail_points(trace: list[str]) -> list[CrashPoint]:
+    """Every call of a recorded sequence, failing for good (an AWS error outlasting the retries)."""
+    seen: dict[str, int] = {}
+    points = []
+    for op in trace:
+        seen[op] = seen.get(op, 0) + 1
+        points.append(CrashPoint("fail", op, seen[op]))
     return points
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from functions.core import observability as obs
 from functions.core.config import Settings
 from functions.core.keys import encode_sk
-from tests.faults import CrashPoint, Faults, crash_points
+from tests.faults import CrashPoint, Faults, crash_points, fail_points
 from tests.reliability.sim import MotoStream, Outcome, World
 
 T0 = 1_798_761_600_000  # 2027-01-01T00:00:00Z
@@ -126,7 +126,10 @@ def run_case(target: str, point: CrashPoint | None, backend: str = "fake",
     try:
         with environment(backend, settings) as (world, clients):
             faults = Faults(*clients, enabled=False)
-            if point is not None:
+            if point is not None and point.when == "lose":
+                world.lose = {point.nth}
+                faults.fired.append(f"lost delay message #{point.nth}")
+            elif point is not None:
                 faults.crash_at(point)
             setattr(world, target, _targeted(getattr(world, target), faults))
             expected = {}
@@ -141,18 +144,31 @@ def run_case(target: str, point: CrashPoint | None, backend: str = "fake",
                 world.run_poller()  # as if the rule fired now (crashes here when target == "poller")
             world.run(HORIZON)
             out = world.outcome(expected, ready=ready)
+            out.__dict__["delay_messages"] = world.received
             faults.detach(*clients)
             return Case(target, point, out, list(faults.trace), list(faults.fired))
     finally:
         obs.set_stream(None)
 
 
-def matrix(target: str, backend: str = "fake") -> list[Case]:
+def matrix(target: str, backend: str = "fake", failures: bool = False) -> list[Case]:
+    """Crash before/after every call of the clean run; with ``failures``, also fail each call for good."""
     clean = run_case(target, None, backend)
     cases = [clean]
-    for point in crash_points(clean.trace):
+    points = crash_points(clean.trace) + (fail_points(clean.trace) if failures else [])
+    for point in points:
         cases.append(run_case(target, point, backend))
     return cases
+
+
+def loss_matrix(backend: str = "fake") -> list[Case]:
+    """Lose the kth delay-queue message (SQS loses it / it is purged) for every k of the scenario."""
+    clean = run_case("poller", None, backend)
+    n = clean.outcome.__dict__.get("delay_messages") or 0
+    cases = []
+    for k in range(1, n + 1):
+        cases.append(run_case("poller", CrashPoint("lose", "delay message", k), backend))
+    return [clean] + cases
 
 
 def check(case: Case) -> list[str]:
@@ -171,8 +187,9 @@ def check(case: Case) -> list[str]:
         problems.append("duplicates without a crash")
     if case.point is not None and not case.fired:
         problems.append("crash point never reached")
-    if o.errors:
-        problems.append(f"handler errors {o.errors[:3]}")
+    errors = [e for e in o.errors if not (case.point is not None and case.point.when == "fail" and "injected" in e)]
+    if errors:
+        problems.append(f"handler errors {errors[:3]}")
     return problems
 
 
@@ -198,8 +215,10 @@ def main() -> None:
     targets = [a for a in args if not a.startswith("--")] or list(TARGETS)
     print(f"crash matrix ({backend}; scenario: rows due -1 h, +5 s, +14 min, +16 min and one malformed row)")
     for target in targets:
-        print(format_matrix(matrix(target, backend)))
+        print(format_matrix(matrix(target, backend, failures="--failures" in args)))
         print()
+    print("lost SQS messages (each delay-queue message of the scenario lost once, in turn)")
+    print(format_matrix(loss_matrix(backend)))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reliability.crashes import TARGETS, check, format_matrix, matrix
+from tests.reliability.crashes import TARGETS, check, format_matrix, loss_matrix, matrix
 from tests.reliability.sim import consumer_entry, editor_entry
 
 
@@ -19,8 +19,8 @@ def _which(target: str) -> str:
 
 
 def _run(target: str, backend: str) -> None:
-    cases = matrix(target, backend)
-    print(f"\n{target} ({_which(target)}, {backend}): {len(cases) - 1} crash points")
+    cases = matrix(target, backend, failures=True)
+    print(f"\n{target} ({_which(target)}, {backend}): {len(cases) - 1} crash / failure points")
     print(format_matrix(cases))
     assert len(cases) > 4, "the clean run made almost no AWS calls: scenario broken"
     clean = cases[0]
@@ -38,3 +38,13 @@ def test_crash_matrix(target):
 @pytest.mark.parametrize("target", TARGETS)
 def test_crash_matrix_moto(target):
     _run(target, "moto")
+
+
+def test_lost_delay_messages_are_recovered():
+    """Invariant 2: an SQS message lost is found as an orphan by a later poll (late, not lost)."""
+    cases = loss_matrix()
+    print("\nlost delay-queue messages")
+    print(format_matrix(cases))
+    assert len(cases) >= 4
+    bad = {str(c.point): check(c) for c in cases if check(c)}
+    assert not bad, bad
