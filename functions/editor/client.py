@@ -78,7 +78,8 @@ def to_due_ms(at: Any) -> int:
         ms = int(at)
     else:
         raise InvalidSchedule(f"due time must be an aware datetime or epoch ms, got {type(at).__name__}", "bad_time")
-    if 0 <= ms < MIN_PLAUSIBLE_MS:
+    if not isinstance(at, datetime) and 0 <= ms < MIN_PLAUSIBLE_MS:
+        # only a bare number can be seconds by mistake; an aware datetime of 1999 is just far past
         raise InvalidSchedule(f"due time {ms} looks like epoch seconds; give epoch milliseconds", "seconds_not_ms")
     if ms >= MAX_DUE_MS:
         raise InvalidSchedule("due time is after 2199-12-31T23:59:59.999Z", "year_out_of_range")

@@ -224,3 +224,71 @@ def test_moto_refuses_what_dynamodb_refuses():
         for bad in (item({"N": "1"}, m()), item("", m()), item(encode_sk(DUE, "x"), m(), pk="")):
             with pytest.raises(ClientError):
                 ddb.put_item(TableName=stack.settings.table_name, Item=bad)
+
+
+# ---------------------------------------------------------------- client and CLI inputs
+def _client():
+    from functions.editor.client import PunctualClient
+
+    return PunctualClient("punctual", ddb=object())  # build_item validates without any AWS call
+
+
+@pytest.mark.parametrize("at, code", [
+    (__import__("datetime").datetime(2027, 1, 1), "naive_datetime"),
+    ("2027-01-01T00:00:00Z", "bad_time"),
+    (None, "bad_time"),
+    (True, "bad_time"),
+    (float("nan"), "bad_time"),
+    (1.5, "bad_time"),
+    (1_798_761_600, "seconds_not_ms"),
+    (-1, "negative"),
+    (7_258_118_400_000, "year_out_of_range"),
+])
+def test_client_refuses_bad_times(at, code):
+    from functions.editor.errors import InvalidSchedule
+
+    with pytest.raises(InvalidSchedule) as err:
+        _client().build_item(at, {"k": "v"})
+    assert err.value.code == code, (at, err.value)
+
+
+def test_client_accepts_far_past_and_last_ms():
+    from datetime import UTC, datetime
+
+    c = _client()
+    for at, due in ((datetime(1999, 12, 31, 23, 59, tzinfo=UTC), 946_684_740_000),
+                    (datetime(2199, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC), 7_258_118_399_999)):
+        item, task = c.build_item(at, {"k": "v"}, id="far")
+        assert task.due_ms == due, at
+
+
+@pytest.mark.parametrize("payload, id_, code", [
+    ("not a dict", None, "payload_not_map"),
+    ({"s": {1, 2}}, None, "payload_unsupported"),
+    ({"f": float("inf")}, None, "payload_unsupported"),
+    ({"o": object()}, None, "payload_unsupported"),
+    ({"blob": "x" * 300_000}, None, "oversize"),
+    ({"k": "v"}, "", "missing_id"),
+    ({"k": "v"}, "a\u0000b", "bad_id"),
+])
+def test_client_refuses_bad_payloads_and_ids(payload, id_, code):
+    from functions.editor.errors import InvalidSchedule
+
+    with pytest.raises(InvalidSchedule) as err:
+        _client().build_item(1_798_761_600_000, payload, id=id_)
+    assert err.value.code == code
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--at", "2027-01-01T00:00:00"], "no zone"),
+    (["--at", "2027-13-01T00:00:00Z"], "bad time"),
+    (["--at", "2200-01-01T00:00:00Z"], "2199"),
+    (["--at", "1798761600"], "13-digit"),
+    (["--in", "soon"], "bad duration"),
+])
+def test_cli_rejects_bad_times_with_one_line(capsys, args, message):
+    from punctual.cli import main
+
+    rc = main(["schedule", *args, "--payload", "{}", "--endpoint-url", "http://127.0.0.1:9"])
+    err = capsys.readouterr().err
+    assert rc != 0 and message in err and "Traceback" not in err, err
