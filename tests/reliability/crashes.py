@@ -231,6 +231,8 @@ class ItemsRun:
     rejected: list[dict[str, Any]]
     log: str
     remaining: list[dict[str, Any]]  # rows still in the table at the end (any partition)
+    wall_s: dict[str, float] | None = None  # real seconds spent in each handler
+    invocations: dict[str, int] | None = None
 
 
 def run_items(items: list[dict[str, Any]], expected: dict[str, int], backend: str = "fake",
@@ -260,7 +262,8 @@ def run_items(items: list[dict[str, Any]], expected: dict[str, int], backend: st
             remaining = world.deps.ddb.scan(TableName=s.table_name).get("Items", []) if backend == "moto" else [
                 v for v in world.deps.ddb._aws.items.values()]
             ready = {sk: max(due, start_ms) for sk, due in expected.items()}
-            return ItemsRun(world.outcome(expected, ready=ready), rejected, log.getvalue(), remaining)
+            return ItemsRun(world.outcome(expected, ready=ready), rejected, log.getvalue(), remaining,
+                            dict(world.wall_s), dict(world.invocations))
     finally:
         obs.set_stream(None)
 

@@ -15,6 +15,7 @@ of the *real* handler code.
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import uuid
 from collections.abc import Callable
@@ -36,7 +37,8 @@ def _err(code: str, op: str, msg: str = "") -> ClientError:
 _TOKEN = re.compile(r"\s*(<>|<=|>=|[=<>(),+\-]|[#:]?[A-Za-z_][A-Za-z0-9_]*)")
 
 
-def _tokens(expr: str) -> list[str]:
+@functools.lru_cache(maxsize=256)
+def _tokens(expr: str) -> tuple[str, ...]:
     out, pos = [], 0
     expr = expr.strip()
     while pos < len(expr):
@@ -45,7 +47,7 @@ def _tokens(expr: str) -> list[str]:
             raise NotImplementedError(f"fake DynamoDB cannot parse {expr[pos:]!r}")
         out.append(m.group(1))
         pos = m.end()
-    return out
+    return tuple(out)
 
 
 class _Expr:
@@ -371,9 +373,11 @@ class FakeAws:
     def op_query(self, TableName, KeyConditionExpression, ExpressionAttributeValues, ExpressionAttributeNames=None,
                  ExclusiveStartKey=None, Limit=None, ConsistentRead=False, ScanIndexForward=True, **_):
         cond = KeyConditionExpression
+        want = ExpressionAttributeValues.get(":p", {}).get("S")  # Punctual's queries name the pk :p
         rows = [
             item for (pk, sk), item in self.items.items()
-            if _Cond(cond, ExpressionAttributeNames, ExpressionAttributeValues).evaluate(item)
+            if (want is None or pk == want)
+            and _Cond(cond, ExpressionAttributeNames, ExpressionAttributeValues).evaluate(item)
         ]
         rows.sort(key=lambda it: it["sk"]["S"], reverse=not ScanIndexForward)
         if ExclusiveStartKey:

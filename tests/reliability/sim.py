@@ -30,6 +30,11 @@ from functions.core.cron import MINUTE_MS, parse_one_shot_cron
 from functions.core.runtime import Deps
 from tests.faults import InjectedCrash
 
+try:  # real time even under freezegun
+    from freezegun.api import real_perf_counter as _wall
+except ImportError:  # pragma: no cover
+    from time import perf_counter as _wall
+
 ASYNC_RETRIES = 2
 ASYNC_RETRY_MS = 60_000
 
@@ -279,6 +284,7 @@ class World:
         self.crashes = 0
         self.errors: list[str] = []
         self.invocations: dict[str, int] = defaultdict(int)
+        self.wall_s: dict[str, float] = defaultdict(float)  # real seconds spent in each handler
         s = deps.settings
         self.delay_arn = self._arn(s.delay_queue_url)
 
@@ -297,6 +303,7 @@ class World:
         self.invocations[name] += 1
         if self.on_invoke:
             self.on_invoke(name)
+        t = _wall()
         try:
             return True, fn()
         except InjectedCrash:
@@ -305,6 +312,8 @@ class World:
         except Exception as exc:  # noqa: BLE001 - AWS would retry; we record it
             self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
             return False, None
+        finally:
+            self.wall_s[name] += _wall() - t
 
     def armed_minute(self) -> int | None:
         rule = self.deps.events.describe_rule(Name=self.deps.settings.rule_name)

@@ -120,6 +120,42 @@ def test_window_read_200k():
     _check_window(window_read(200_000))
 
 
+# ---------------------------------------------------------------- burst through the handlers in process
+def burst_in_process(n: int, backend: str = "fake") -> dict[str, Any]:
+    """n rows due within the same 10 s, through the real handlers in process (virtual time, the
+    in-memory AWS by default): correctness at volume, and the handlers' own CPU throughput."""
+    from dataclasses import replace
+
+    from functions.core.config import Settings
+    from tests.reliability.crashes import START, run_items
+
+    base = START + 60_000
+    rows, expected = [], {}
+    for i in range(n):
+        due = base + (i * 10_000) // n
+        sk = encode_sk(due, f"burst-{i}")
+        expected[sk] = due
+        rows.append({"pk": {"S": "scheduler"}, "sk": {"S": sk}, "payload": {"M": {"i": {"N": str(i)}}}})
+    run = run_items(rows, expected, backend=backend, settings=replace(Settings(), send_workers=1),
+                    horizon_ms=base + 3_600_000)
+    out = run.outcome
+    wall = run.wall_s or {}
+    late = sorted(d.sent_ms - d.event["due_ms"] for v in out.by_key.values() for d in v[:1])
+    return {"rows": n, "delivered": len(out.by_key), "lost": len(out.lost), "early": len(out.early),
+            "duplicates": out.duplicates, "invocations": run.invocations,
+            "handler_wall_s": {k: round(v, 1) for k, v in wall.items()},
+            "send_rate_rows_per_s": round(n / max(0.001, wall.get("editor", 0) + wall.get("poller", 0))),
+            "deliver_rate_rows_per_s": round(n / max(0.001, wall.get("consumer", 0))),
+            "virtual_lateness_ms_p50_max": [late[len(late) // 2], late[-1]] if late else None}
+
+
+@pytest.mark.long
+def test_burst_in_process():
+    m = burst_in_process(int(os.environ.get("PUNCTUAL_LOAD_ROWS", "20000")))
+    print("\nburst in process:", json.dumps(m))
+    assert m["lost"] == 0 and m["early"] == 0 and m["delivered"] == m["rows"]
+
+
 # ---------------------------------------------------------------- burst through the local stack
 @pytest.mark.long
 def test_burst_local_stack(tmp_path):
