@@ -22,9 +22,9 @@ The model (parameters of :class:`VirtualAws`, all times virtual):
   30 s, or what the consumer set with ChangeMessageVisibility); a crash deletes nothing.
 - Editor: a crash (or any exception) retries the same batch at the next step; reported
   failures retry the batch from the first failed record on (Lambda's checkpoint).
-- Each function has its own boto3 clients, so :class:`tests.faults.Faults` registered on
-  one function's clients (``sim.consumer.ddb`` ...) touches neither the others nor the
-  harness. ``InjectedCrash`` is caught per invocation and recorded in ``crashes``; any other
+- The functions share the stack's boto3 clients unless :meth:`VirtualAws.isolate` gives one
+  function clients of its own, so that :class:`tests.faults.Faults` registered on them
+  (``sim.isolate("consumer").ddb`` ...) touches neither the others nor the harness. ``InjectedCrash`` is caught per invocation and recorded in ``crashes``; any other
   exception escaping a handler is recorded in ``errors`` (tests assert it stays empty).
 - Between steps at which nothing can happen, time jumps to the next instant something
   can: a delay-queue message becomes visible (read from moto's queue), the rule fires,
@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import boto3
 from moto.core import DEFAULT_ACCOUNT_ID
 
 from functions.consumer.handler import consume
@@ -52,7 +51,7 @@ from functions.editor.handler import process_stream
 from functions.poller.handler import poll
 from tests.consumer_support import ack, queue_arn, to_lambda_record
 from tests.faults import InjectedCrash
-from tests.support import REGION, Stack, StreamReader
+from tests.support import REGION, Stack, StreamReader, client
 
 STEP_MS = 100
 RECEIVE_LATENCY_MS = 30
@@ -63,7 +62,7 @@ MAX_STREAM_RETRIES = 50  # a batch retried more often blocks the shard: a test f
 
 def function_deps(stack: Stack) -> Deps:
     """Deps for one function: the stack's settings and clock, clients of its own."""
-    clients = {name: boto3.client(name, region_name=REGION) for name in ("dynamodb", "sqs", "events")}
+    clients = {name: client(name) for name in ("dynamodb", "sqs", "events")}
     return Deps(settings=stack.settings, clock=stack.deps.clock, ddb=clients["dynamodb"],
                 sqs=clients["sqs"], events=clients["events"])
 
@@ -92,9 +91,8 @@ class VirtualAws:
         self.step_ms, self.receive_latency_ms, self.fire_offset_ms = step_ms, receive_latency_ms, fire_offset_ms
         self.stream_batch_size = stream_batch_size
         self.reader = StreamReader(stack)
-        self.editor, self.consumer, self.poller = function_deps(stack), function_deps(stack), function_deps(stack)
-        for deps in (self.editor, self.poller):
-            deps.events.meta.events.register("provide-client-params.events.PutRule", self._check_arm)
+        self.editor = self.consumer = self.poller = stack.deps
+        stack.events.meta.events.register("provide-client-params.events.PutRule", self._check_arm)
         self.origin = self.clock.now_ms()
         self.log = Log()
         self._delay_arn = queue_arn(stack, self.s.delay_queue_url)
@@ -102,6 +100,16 @@ class VirtualAws:
         self._retry: list[dict[str, Any]] | None = None
         self._retries = 0
         self._fired: set[int] = set()
+        self._stream_read = -1
+
+    def isolate(self, fn: str) -> Deps:
+        """Give function ``fn`` ("editor", "consumer" or "poller") boto3 clients of its own."""
+        if fn not in ("editor", "consumer", "poller"):
+            raise ValueError(fn)
+        deps = function_deps(self.stack)
+        deps.events.meta.events.register("provide-client-params.events.PutRule", self._check_arm)
+        setattr(self, fn, deps)
+        return deps
 
     # -- shortcuts ------------------------------------------------------------------------
     @property
@@ -168,7 +176,10 @@ class VirtualAws:
         if self._retry is not None:
             batch, self._retry = self._retry, None
         else:
-            self._backlog += self.reader.records()
+            written = len(self._table().stream_shard.items)
+            if written != self._stream_read:  # skip the two stream API calls when nothing was written
+                self._stream_read = written
+                self._backlog += self.reader.records()
             batch = self._backlog[: self.stream_batch_size]
             self._backlog = self._backlog[len(batch):]
         if not batch:
@@ -227,10 +238,21 @@ class VirtualAws:
             self.log.violations.append(f"PutRule at {self.now} for minute {minute}, which has begun")
 
     def _collect(self) -> None:
-        if self._queue(self.s.delivery_queue_url)._messages:
-            self.log.delivered += [json.loads(m["Body"]) for m in self.stack.drain(self.s.delivery_queue_url)]
-        if self._queue(self.s.rejected_queue_url)._messages:
-            self.log.rejected += [json.loads(m["Body"]) for m in self.stack.drain(self.s.rejected_queue_url)]
+        self.log.delivered += self._drain(self.s.delivery_queue_url)
+        self.log.rejected += self._drain(self.s.rejected_queue_url)
+
+    def _drain(self, url: str) -> list[dict[str, Any]]:
+        """Bodies of every message of a (never delayed) queue: calls SQS only when there are some."""
+        out: list[dict[str, Any]] = []
+        while self._queue(url)._messages:
+            msgs = self.stack.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+            msgs = msgs.get("Messages", [])
+            if not msgs:
+                break
+            self.stack.sqs.delete_message_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
+            out += [json.loads(m["Body"]) for m in msgs]
+        return out
 
     # -- moto's state, read directly (API calls cost ~10 ms each; these are free) ----------
     def _armed_minute(self) -> int | None:
@@ -240,6 +262,11 @@ class VirtualAws:
         if rule.state != "ENABLED":
             return None
         return parse_one_shot_cron(rule.scheduled_expression)
+
+    def _table(self) -> Any:
+        from moto.dynamodb.models import dynamodb_backends
+
+        return dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].tables[self.s.table_name]
 
     def _queue(self, url: str) -> Any:
         from moto.sqs.models import sqs_backends

@@ -190,15 +190,13 @@ def crash_scenario(stack) -> tuple[dict[str, Expected], list[str]]:
     """Three valid rows and a malformed one, all in the editor's first batch. Returns the
     expectations and the keys in clean delivery order (one consumer group each)."""
     client = client_of(stack)
-    av, plain = raw_payload("past")
-    past = put_row(stack, T0_MS - HOUR, "past", av)
+    past = put_row(stack, T0_MS - HOUR, "past", {"n": {"S": "past"}})
     stack.ddb.put_item(TableName=stack.settings.table_name, Item={
         "pk": {"S": "scheduler"}, "sk": {"S": BAD_KEY}, "payload": {"S": "not a map"}})
-    av2, plain2 = raw_payload("soon")
-    soon = put_row(stack, T0_MS + 300, "soon", av2)
+    soon = put_row(stack, T0_MS + 300, "soon", {"n": {"N": "3"}})
     five = client.schedule(T0_MS + 5 * SECOND, {"n": "five"}, id="five")
-    expected = {past: Expected(past, T0_MS - HOUR, plain, T0_MS),
-                soon: Expected(soon, T0_MS + 300, plain2, T0_MS),
+    expected = {past: Expected(past, T0_MS - HOUR, {"n": "past"}, T0_MS),
+                soon: Expected(soon, T0_MS + 300, {"n": 3}, T0_MS),
                 five.key: Expected(five.key, five.due_ms, five.payload, T0_MS)}
     return expected, [past, soon, five.key]
 
@@ -230,7 +228,7 @@ CRASH_POINTS = [
 
 
 def function_faults(sim: VirtualAws, fn: str) -> Faults:
-    deps = getattr(sim, fn)
+    deps = sim.isolate(fn)
     return Faults(deps.ddb, deps.sqs, deps.events)
 
 
