@@ -281,3 +281,35 @@ def test_crash_at_each_step_loses_nothing(stack, frozen, fn, when, op, nth):
     assert [(r["sk"], r["code"]) for r in sim.log.rejected] == [(BAD_KEY, "payload_not_map")] * (2 if twice else 1)
     assert all(r["reason"] for r in sim.log.rejected)
     assert stack.drain(stack.delay_dlq_url) == [] and stack.drain(stack.delivery_dlq_url) == []
+
+
+# -- 4. malformed rows in the same stream batch as valid rows --------------------------------
+
+
+def test_malformed_rows_rejected_with_their_reason_valid_rows_of_the_batch_delivered(stack, frozen):
+    from tests.functional.test_editor_stream import MALFORMED, put_item  # the catalogue (>= 15 kinds)
+
+    sim = VirtualAws(stack, frozen)
+    client = client_of(stack)
+    expected: dict[str, Expected] = {}
+    for name, offset in (("past1h", -HOUR), ("300ms", 300), ("16min", 16 * MINUTE)):
+        key = put_row(stack, T0_MS + offset, f"raw-{name}", {"n": {"S": name}})
+        expected[key] = Expected(key, T0_MS + offset, {"n": name}, T0_MS)
+    for sk_value, payload, _, pk in MALFORMED:
+        put_item(stack, sk_value, payload, pk)
+    task = client.schedule(T0_MS + 5 * SECOND, {"n": "client"}, id="client")
+    expected[task.key] = Expected(task.key, task.due_ms, task.payload, T0_MS)
+
+    sim.step()  # one stream batch with everything
+    assert sim.log.invocations["editor"] == 1 and sim.log.errors == []
+    rejected = {r["sk"]: r for r in sim.log.rejected}
+    assert len(sim.log.rejected) == len(rejected) == len(MALFORMED)
+    for sk_value, _, code, pk in MALFORMED:
+        r = rejected[sk_value]
+        assert (r["code"], r["source"], r["pk"]) == (code, "editor", pk or "scheduler"), sk_value
+        assert r["reason"] and r["rejected_at"]
+
+    sim.settle(HOUR)
+    check_deliveries(sim.delivered, expected, max_late_ms=LATENCY)
+    assert len(sim.log.rejected) == len(MALFORMED), "each rejected once"
+    assert_clean(sim)
