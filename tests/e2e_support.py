@@ -20,6 +20,9 @@ The model (parameters of :class:`VirtualAws`, all times virtual):
 - Consumer acks follow ReportBatchItemFailures: records not reported failed are deleted;
   failed ones stay in the queue and come back after their visibility timeout (the queue's
   30 s, or what the consumer set with ChangeMessageVisibility); a crash deletes nothing.
+- Poller: a failed invocation (crash or exception) is retried like Lambda retries an
+  asynchronous invocation: twice, 1 and 3 minutes after the failure
+  (:data:`ASYNC_RETRY_DELAYS_MS`).
 - Editor: a crash (or any exception) retries the same batch at the next step; reported
   failures retry the batch from the first failed record on (Lambda's checkpoint).
 - The functions share the stack's boto3 clients unless :meth:`VirtualAws.isolate` gives one
@@ -57,6 +60,7 @@ STEP_MS = 100
 RECEIVE_LATENCY_MS = 30
 FIRE_OFFSET_MS = 5_000
 VISIBILITY_TIMEOUT_MS = 30_000  # the delay queue's (moto's default, the construct's too)
+ASYNC_RETRY_DELAYS_MS = (60_000, 180_000)  # Lambda async retries of a failed poller: +1 min, +2 min more
 MAX_STREAM_RETRIES = 50  # a batch retried more often blocks the shard: a test failure
 
 
@@ -101,6 +105,7 @@ class VirtualAws:
         self._retries = 0
         self._fired: set[int] = set()
         self._stream_read = -1
+        self._poll_retries: list[int] = []
 
     def isolate(self, fn: str) -> Deps:
         """Give function ``fn`` ("editor", "consumer" or "poller") boto3 clients of its own."""
@@ -159,6 +164,7 @@ class VirtualAws:
             "delay_messages": len(self._delay_queue()._messages),
             "armed_minute": self._armed_minute(),
             "stream": len(self._backlog) + len(self._retry or []),
+            "poller_retries": list(self._poll_retries),
         }
 
     # -- functions ------------------------------------------------------------------------
@@ -221,16 +227,28 @@ class VirtualAws:
                 ack(self.stack, event, out)
 
     def _fire_rule(self) -> bool:
+        ran = False
+        if self._poll_retries and self._poll_retries[0] <= self.now:
+            # Lambda's asynchronous invocation retries a failed poller (twice: ~1 min, ~2 min later).
+            self._poll_retries.pop(0)
+            ran = True
+            if self._poll():
+                self._poll_retries = []
         minute = self._armed_minute()
         if minute is None or minute in self._fired or self.now < minute + self.fire_offset_ms:
-            return False
+            return ran
         self._fired.add(minute)
         if self.now >= minute + MINUTE_MS:
             self.log.violations.append(f"rule armed for {minute} never fired (now {self.now})")
-            return False
-        self.log.polls.append(self.now)
-        self._invoke("poller", lambda: poll(self.poller))
+            return ran
+        if not self._poll():
+            self._poll_retries = [self.now + d for d in ASYNC_RETRY_DELAYS_MS]
         return True
+
+    def _poll(self) -> bool:
+        """One poller invocation; False if it failed."""
+        self.log.polls.append(self.now)
+        return self._invoke("poller", lambda: poll(self.poller)) is not None
 
     def _check_arm(self, params: dict[str, Any], **_: Any) -> None:
         minute = parse_one_shot_cron(params["ScheduleExpression"])
@@ -299,6 +317,7 @@ class VirtualAws:
         minute = self._armed_minute()
         if minute is not None and minute not in self._fired:
             candidates.append(max(minute + self.fire_offset_ms, now + 1))
+        candidates += [max(t, now + 1) for t in self._poll_retries[:1]]
         return min(candidates)
 
     def _move_to(self, t: int) -> None:

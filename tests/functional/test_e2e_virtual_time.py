@@ -283,6 +283,53 @@ def test_crash_at_each_step_loses_nothing(stack, frozen, fn, when, op, nth):
     assert stack.drain(stack.delay_dlq_url) == [] and stack.drain(stack.delivery_dlq_url) == []
 
 
+# The poller (beyond issue 3's list, same invariant 2): a crash at each call of its first poll
+# (rows it sends: two due after the editor's window; one far; one past due sent by the editor).
+POLLER_CALLS = ["UpdateItem", "PutRule", "GetItem",  # safety-net arm, applied, read back
+                "Query", "UpdateItem", "UpdateItem", "SendMessageBatch",  # window, claims, send
+                "Query", "UpdateItem", "PutRule", "GetItem"]  # next unsent row, compare-and-set, apply
+
+
+def poller_scenario(stack) -> dict[str, Expected]:
+    expected = {}
+    for name, offset in (("past", -HOUR), ("16min", 16 * MINUTE), ("17min", 17 * MINUTE), ("3days", 3 * DAY)):
+        key = put_row(stack, T0_MS + offset, name, {"n": {"S": name}})
+        expected[key] = Expected(key, T0_MS + offset, {"n": name}, T0_MS)
+    return expected
+
+
+def test_poller_clean_run_makes_exactly_these_calls(stack, frozen):
+    sim = VirtualAws(stack, frozen)
+    recorder = function_faults(sim, "poller")
+    expected = poller_scenario(stack)
+    sim.run_until(T0_MS + 10 * MINUTE)
+    assert len(sim.log.polls) == 1
+    assert [c.removeprefix("after:") for c in recorder.calls] == POLLER_CALLS
+    sim.settle(3 * DAY + HOUR)
+    check_deliveries(sim.delivered, expected, max_late_ms=LATENCY)
+    assert_clean(sim)
+
+
+@pytest.mark.parametrize(("when", "op", "nth"), [
+    pytest.param(when, op, nth, id=f"poller-{when}-{op}#{nth}")
+    for op, nth in numbered(POLLER_CALLS) for when in ("before", "after")])
+def test_poller_crash_at_each_step_loses_nothing(stack, frozen, when, op, nth):
+    sim = VirtualAws(stack, frozen)
+    faults = function_faults(sim, "poller")
+    (faults.crash_before if when == "before" else faults.crash_after)(op, nth)
+    expected = poller_scenario(stack)
+
+    sim.settle(3 * DAY + HOUR)
+
+    assert len(sim.log.crashes) == 1 and sim.log.crashes[0].startswith(f"poller: crash {when} {op} #{nth}")
+    assert sim.log.errors == [] and sim.log.violations == []
+    # Recovery: Lambda's retry of the failed invocation, the safety-net poll armed first, or
+    # (a row claimed but not sent) the orphan check after the grace period.
+    max_late = stack.settings.orphan_grace_ms + MINUTE + sim.fire_offset_ms + 2 * LATENCY
+    check_deliveries(sim.delivered, expected, max_late_ms=max_late)
+    assert stack.drain(stack.delay_dlq_url) == [] and stack.drain(stack.delivery_dlq_url) == []
+
+
 # -- 4. malformed rows in the same stream batch as valid rows --------------------------------
 
 
