@@ -59,7 +59,7 @@ from tests.support import REGION, Stack, StreamReader, client
 STEP_MS = 100
 RECEIVE_LATENCY_MS = 30
 FIRE_OFFSET_MS = 5_000
-VISIBILITY_TIMEOUT_MS = 30_000  # the delay queue's (moto's default, the construct's too)
+VISIBILITY_TIMEOUT_MS = 30_000  # the moto delay queue's (the default); the construct sets 6 x the consumer timeout
 ASYNC_RETRY_DELAYS_MS = (60_000, 180_000)  # Lambda async retries of a failed poller: +1 min, +2 min more
 MAX_STREAM_RETRIES = 50  # a batch retried more often blocks the shard: a test failure
 
