@@ -1,0 +1,105 @@
+"""``punctual bench``: run scenarios, write bench/results/ (markdown table, JSON, PNG plots)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from . import prices
+from .alternatives import cdk_scheduler, eventbridge_scheduler
+from .models import SOURCES, Models
+from .punctual_sim import PunctualSim, RunResult
+from .report import api_table, plots, summarize, table
+from .scenarios import NAMES, build
+
+STRATEGIES = ("punctual", "cdk-scheduler", "eventbridge-scheduler")
+FAULT_RATES = {"fault_call_failure_rate": 0.01, "fault_crash_rate": 0.002}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scenario", action="append", choices=NAMES,
+                   help="scenario to run (repeatable; default: all)")
+    p.add_argument("--quick", action="store_true", help="CI-sized scenarios (seconds, not minutes)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--tasks", type=int, default=None, help="override the scenario's number of tasks")
+    p.add_argument("--strategy", action="append", choices=STRATEGIES, help="default: all three")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a model parameter (see punctual/bench/models.py)")
+    p.add_argument("--out", default="bench/results", help="output directory (default: bench/results)")
+    p.add_argument("--no-plots", action="store_true")
+
+
+def run_scenario(name: str, seed: int, quick: bool, models: Models, strategies=STRATEGIES,
+                 tasks: int | None = None) -> list[RunResult]:
+    sc = build(name, seed, quick=quick, n=tasks)
+    m = replace(models, **FAULT_RATES) if sc.faults else models
+    out: list[RunResult] = []
+    for strategy in strategies:
+        started = time.perf_counter()
+        if strategy == "punctual":
+            r = PunctualSim(sc, m, seed).run()
+        elif strategy == "cdk-scheduler":
+            r = cdk_scheduler(sc, m, seed)
+        else:
+            r = eventbridge_scheduler(sc, m, seed)
+        r.wall_s = time.perf_counter() - started
+        out.append(r)
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    os.environ.setdefault("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
+    for k, v in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench"),
+                 ("AWS_DEFAULT_REGION", "us-east-1")):
+        os.environ.setdefault(k, v)
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    models = Models().with_overrides(args.set)
+    names = args.scenario or NAMES
+    strategies = tuple(args.strategy or STRATEGIES)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results: list[RunResult] = []
+    for name in names:
+        started = time.perf_counter()
+        rs = run_scenario(name, args.seed, args.quick, models, strategies, args.tasks)
+        results += rs
+        print(f"{name}: {', '.join(f'{r.strategy} {r.wall_s:.1f} s' for r in rs)} "
+              f"({time.perf_counter() - started:.1f} s)", flush=True)
+    summaries = [summarize(r) for r in results]
+    cmd = "punctual bench" + (" --quick" if args.quick else "") + f" --seed {args.seed}" + "".join(
+        f" --scenario {n}" for n in (args.scenario or [])) + (f" --tasks {args.tasks}" if args.tasks else "")
+    text = "\n\n".join([
+        f"# Benchmark results\n\nCommand: `{cmd}`  \nPrices: {prices.PRICES_REGION} on-demand, "
+        f"written down {prices.PRICES_DATE} (punctual/bench/prices.py).",
+        table(summaries),
+        "## Requests and cost by API\n\n" + api_table(summaries),
+        "## Run times (wall clock)\n\n" + "\n".join(
+            f"- {s.scenario} / {s.strategy}: {s.wall_s:.1f} s" for s in summaries),
+        "## Simulator counters\n\n" + "\n".join(
+            f"- {r.scenario} / {r.strategy}: " + ", ".join(f"{k}={v}" for k, v in sorted(r.counters.items()))
+            for r in results if r.counters),
+        "## Model parameters\n\n" + "\n".join(
+            f"- `{k}` = {v}" + (f": {SOURCES[k]}" if k in SOURCES else "") for k, v in asdict(models).items()),
+    ])
+    (out_dir / "results.md").write_text(text + "\n")
+    (out_dir / "results.json").write_text(json.dumps([asdict(s) for s in summaries], indent=1) + "\n")
+    if not args.no_plots:
+        plots(results, out_dir)
+    print()
+    print(table(summaries))
+    print(f"\nwritten: {out_dir}/results.md, results.json" + ("" if args.no_plots else ", *.png"))
+    return 0
+
+
+def cli(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="punctual bench", description=__doc__)
+    add_arguments(p)
+    return main(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())
