@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from functions.core import metrics_names as names
 from functions.core import observability as obs
 from functions.core.clock import sleep_until
 from functions.core.delivery import (
@@ -156,14 +157,14 @@ def _emit_metrics(deps: Deps, report: ConsumeReport) -> None:
     s, now = deps.settings, deps.clock.now_ms()
     ns = s.metrics_namespace
     if report.delivered:
-        obs.metric(ns, "LatenessMs", [ev.lateness_ms for ev in report.delivered], unit="Milliseconds",
+        obs.metric(ns, names.LATENESS_MS, [ev.lateness_ms for ev in report.delivered], unit="Milliseconds",
                    timestamp_ms=now)
-    obs.metric(ns, "Delivered", len(report.delivered), timestamp_ms=now)
-    obs.metric(ns, "Dropped", report.dropped, timestamp_ms=now)
+    obs.metric(ns, names.DELIVERED, len(report.delivered), timestamp_ms=now)
+    obs.metric(ns, names.DROPPED, report.dropped, timestamp_ms=now)
     if report.put_back:
-        obs.metric(ns, "PutBack", report.put_back, timestamp_ms=now)
+        obs.metric(ns, names.PUT_BACK, report.put_back, timestamp_ms=now)
     if report.poison:
-        obs.metric(ns, "PoisonMessages", report.poison, timestamp_ms=now)
+        obs.metric(ns, names.POISON_MESSAGES, report.poison, timestamp_ms=now)
 
 
 def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:

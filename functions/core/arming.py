@@ -142,9 +142,15 @@ def apply_rule(events: Any, s: Settings, clock: Clock, armed_ms: int | None) -> 
         )
 
 
-def sync_rule(ddb: Any, events: Any, s: Settings, clock: Clock, rounds: int = 8) -> ArmState:
-    """Make the rule match the meta row; returns the state that was applied last."""
-    state = read_arm(ddb, s, clock)
+def sync_rule(
+    ddb: Any, events: Any, s: Settings, clock: Clock, state: ArmState | None = None, rounds: int = 8
+) -> ArmState:
+    """Make the rule match the meta row; returns the state that was applied last.
+
+    ``state`` is what the caller just wrote (saves the first read); it is verified
+    against the row after applying, like any other.
+    """
+    state = state or read_arm(ddb, s, clock)
     for _ in range(rounds):
         apply_rule(events, s, clock, state.armed_ms)
         after = read_arm(ddb, s, clock)

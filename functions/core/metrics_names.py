@@ -11,3 +11,9 @@ from __future__ import annotations
 LATENESS_MS = "LatenessMs"
 # Any function: rows refused and moved to the rejected-rows queue (unit Count).
 REJECTED_ROWS = "RejectedRows"
+# Consumer: events delivered, messages dropped (row cancelled/rescheduled), put back (far
+# early), poison messages (unreadable bodies) per invocation (unit Count).
+DELIVERED = "Delivered"
+DROPPED = "Dropped"
+PUT_BACK = "PutBack"
+POISON_MESSAGES = "PoisonMessages"

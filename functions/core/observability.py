@@ -32,7 +32,7 @@ def log(level: str, message: str, **fields: Any) -> None:
 def metric(
     namespace: str,
     name: str,
-    value: float,
+    value: float | list[float],
     unit: str = "Count",
     dimensions: Mapping[str, str] | None = None,
     timestamp_ms: int | None = None,

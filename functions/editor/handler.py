@@ -101,9 +101,9 @@ def process_plan(deps: Deps, plan: BatchPlan) -> EditorReport:
     if plan.arm_minute_ms is not None:
         now = clock.now_ms()
         try:
-            arm_no_later_than(deps.ddb, s, clock, plan.arm_minute_ms,
-                              replace_before_ms=now - s.stale_arm_seconds * 1000)
-            state = sync_rule(deps.ddb, deps.events, s, clock)
+            armed = arm_no_later_than(deps.ddb, s, clock, plan.arm_minute_ms,
+                                      replace_before_ms=now - s.stale_arm_seconds * 1000)
+            state = sync_rule(deps.ddb, deps.events, s, clock, armed)
             report.armed_ms = state.armed_ms
         except Exception as exc:
             for c in plan.arming_records:

@@ -81,9 +81,8 @@ def poll(deps: Deps) -> PollReport:
 
     # 1. Safety net first: if this invocation dies anywhere below, a poll still follows.
     safety = minute_not_before(started + s.orphan_grace_ms, started)
-    arm_no_later_than(deps.ddb, s, clock, safety, replace_before_ms=started + 1)
-    sync_rule(deps.ddb, deps.events, s, clock)
-    state = read_arm(deps.ddb, s, clock)
+    state = arm_no_later_than(deps.ddb, s, clock, safety, replace_before_ms=started + 1)
+    sync_rule(deps.ddb, deps.events, s, clock, state)
 
     # 2-3. The window, from the oldest row (past due counts) to its end.
     rows = dict(
@@ -112,7 +111,8 @@ def poll(deps: Deps) -> PollReport:
         next_due, beyond_check = _first_unsent_after(deps, report.window_end_ms, report)
         checks = [c for c in (orphan_check, beyond_check) if c is not None]
         minute = next_poll_minute(clock.now_ms(), next_due, max(checks) if checks else None, s.lead_ms)
-        if compare_and_set(deps.ddb, s, clock, state.version, minute) is not None:
+        written = compare_and_set(deps.ddb, s, clock, state.version, minute)
+        if written is not None:
             report.next_minute_ms = minute
             break
         # An editor wrote meanwhile: it may also have sent rows inside our window, whose
@@ -130,7 +130,7 @@ def poll(deps: Deps) -> PollReport:
         raise RuntimeError("could not arm the rule: the meta row kept changing")
 
     # 5. Apply to the rule (converges with concurrent editors).
-    sync_rule(deps.ddb, deps.events, s, clock)
+    sync_rule(deps.ddb, deps.events, s, clock, written)
     obs.log("INFO", "poll done", **report.summary(), window_end_ms=report.window_end_ms)
     return report
 
