@@ -62,9 +62,12 @@ def summarize(r: RunResult) -> Summary:
     n = max(r.n, 1)
     sqs_requests = sum(c for api, c in billed.items() if api.startswith("sqs."))
     gb_s = 0.0
+    by_fn: Counter = Counter()
     for inv in r.invocations:
         mem = MEMORY_MB.get(inv.fn, 128)
-        gb_s += max(1, inv.duration_ms) / 1000 * mem / 1024
+        g = max(1, inv.duration_ms) / 1000 * mem / 1024
+        gb_s += g
+        by_fn[inv.fn] += g * P.LAMBDA_GB_S_ARM64 + P.LAMBDA_REQUEST
     parts = {
         "DynamoDB": r.ddb_wru * P.DDB_WRU + r.ddb_rru * P.DDB_RRU,
         "SQS": sqs_requests * P.SQS_REQUEST,
@@ -73,12 +76,14 @@ def summarize(r: RunResult) -> Summary:
         "Scheduler": r.counters.get("scheduled_invocations", 0) * P.SCHEDULER_INVOCATION,
     }
     per_million = {k: v / n * 1e6 for k, v in parts.items()}
+    for fn, usd in by_fn.items():
+        per_million[f"(Lambda {fn})"] = usd / n * 1e6
     return Summary(
         r.strategy, r.scenario, r.n, len(r.deliveries), r.n - len(r.deliveries), early, dups,
         _pct(late, 0.5), _pct(late, 0.9), _pct(late, 0.99), float(late[-1]) if late else None,
         len(r.invocations), idle / days, sum(billed.values()) / n,
         {api: c / n for api, c in sorted(billed.items(), key=lambda kv: -kv[1])},
-        sum(per_million.values()), per_million, r.wall_s,
+        sum(v for k, v in per_million.items() if not k.startswith("(")), per_million, r.wall_s,
     )
 
 

@@ -31,6 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="override a model parameter (see punctual/bench/models.py)")
     p.add_argument("--out", default="bench/results", help="output directory (default: bench/results)")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--combine", action="store_true",
+                   help="only rebuild results.md from the results-*.json of earlier partial runs in --out")
 
 
 def run_scenario(name: str, seed: int, quick: bool, models: Models, strategies=STRATEGIES,
@@ -58,9 +60,11 @@ def main(args: argparse.Namespace) -> int:
         os.environ.setdefault(k, v)
     os.environ.pop("AWS_ENDPOINT_URL", None)
     models = Models().with_overrides(args.set)
+    out_dir = Path(args.out)
+    if args.combine:
+        return combine(out_dir)
     names = args.scenario or NAMES
     strategies = tuple(args.strategy or STRATEGIES)
-    out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     results: list[RunResult] = []
     for name in names:
@@ -85,13 +89,39 @@ def main(args: argparse.Namespace) -> int:
         "## Model parameters\n\n" + "\n".join(
             f"- `{k}` = {v}" + (f": {SOURCES[k]}" if k in SOURCES else "") for k, v in asdict(models).items()),
     ])
-    (out_dir / "results.md").write_text(text + "\n")
-    (out_dir / "results.json").write_text(json.dumps([asdict(s) for s in summaries], indent=1) + "\n")
+    stem = "results" if not args.scenario else "results-" + "-".join(args.scenario)
+    (out_dir / f"{stem}.md").write_text(text + "\n")
+    (out_dir / f"{stem}.json").write_text(
+        json.dumps({"command": cmd, "summaries": [asdict(s) for s in summaries]}, indent=1) + "\n")
     if not args.no_plots:
         plots(results, out_dir)
     print()
     print(table(summaries))
-    print(f"\nwritten: {out_dir}/results.md, results.json" + ("" if args.no_plots else ", *.png"))
+    print(f"\nwritten: {out_dir}/{stem}.md, {stem}.json" + ("" if args.no_plots else ", *.png"))
+    return 0
+
+
+def combine(out_dir: Path) -> int:
+    """One table from partial runs (e.g. scenarios run in parallel processes)."""
+    from .report import Summary
+
+    summaries, commands = [], []
+    for path in sorted(out_dir.glob("results-*.json")):
+        data = json.loads(path.read_text())
+        commands.append(data["command"])
+        summaries += [Summary(**s) for s in data["summaries"]]
+    order = {name: k for k, name in enumerate(NAMES)}
+    summaries.sort(key=lambda s: (order.get(s.scenario, 99), STRATEGIES.index(s.strategy)))
+    text = "\n\n".join([
+        "# Benchmark results\n\nCommands: " + "; ".join(f"`{c}`" for c in commands)
+        + f"  \nPrices: {prices.PRICES_REGION} on-demand, written down {prices.PRICES_DATE}.",
+        table(summaries),
+        "## Requests and cost by API\n\n" + api_table(summaries),
+        "## Run times (wall clock)\n\n" + "\n".join(
+            f"- {s.scenario} / {s.strategy}: {s.wall_s:.1f} s" for s in summaries),
+    ])
+    (out_dir / "results.md").write_text(text + "\n")
+    print(table(summaries))
     return 0
 
 
