@@ -130,14 +130,21 @@ def _passes_editor_filter(rec: dict[str, Any]) -> bool:
     return rec.get("eventName") == "MODIFY" and ATTR_ENQUEUED_MS not in (d.get("NewImage") or {})
 
 
+def floored_delay_seconds(due_ms: int, now_ms: int) -> int:
+    """Experiment: DelaySeconds floored instead of ceiled (the consumer still waits to the ms)."""
+    remaining = due_ms - now_ms
+    return 0 if remaining <= 0 else min(remaining // 1000, 900)
+
+
 class PunctualSim:
-    def __init__(self, scenario: Scenario, models: Models, seed: int):
+    def __init__(self, scenario: Scenario, models: Models, seed: int, floor_delays: bool = False):
         self.sc, self.m, self.seed = scenario, models, seed
+        self.floor_delays = floor_delays
         self.rng = random.Random(seed * 7919 + 17)
         self.fault_rng = random.Random(seed * 104729 + 3)
         self.engine = Engine(EPOCH_MS)
         self.clock = SimClock(self.engine)
-        self.result = RunResult("punctual", scenario.name, scenario.n, scenario.horizon_ms, {}, scenario.dues,
+        self.result = RunResult("punctual-floor" if floor_delays else "punctual", scenario.name, scenario.n, scenario.horizon_ms, {}, scenario.dues,
                                 scenario.inserts)
         self.sk_index: dict[str, int] = {}
         self._freeze_synced = EPOCH_MS
@@ -593,6 +600,11 @@ class PunctualSim:
         with freeze_time(datetime.fromtimestamp(EPOCH_MS / 1000, tz=UTC)) as frozen, mock_aws():
             self.frozen = frozen
             patches = self._moto_speedups()
+            if self.floor_delays:
+                import functions.core.sending as sending
+
+                patches.append((sending, "delay_seconds", sending.delay_seconds))
+                sending.delay_seconds = floored_delay_seconds
             obs.set_stream(sink)
             try:
                 self._setup()

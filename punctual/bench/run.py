@@ -17,6 +17,8 @@ from .report import api_table, plots, summarize, table
 from .scenarios import NAMES, build
 
 STRATEGIES = ("punctual", "cdk-scheduler", "eventbridge-scheduler")
+# Not run by default: Punctual with DelaySeconds floored (an experiment, see docs/benchmark.md).
+EXPERIMENTS = ("punctual-floor",)
 FAULT_RATES = {"fault_call_failure_rate": 0.01, "fault_crash_rate": 0.002}
 
 
@@ -26,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="CI-sized scenarios (seconds, not minutes)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--tasks", type=int, default=None, help="override the scenario's number of tasks")
-    p.add_argument("--strategy", action="append", choices=STRATEGIES, help="default: all three")
+    p.add_argument("--strategy", action="append", choices=STRATEGIES + EXPERIMENTS,
+                   help="default: the three strategies; punctual-floor is an experiment")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="override a model parameter (see punctual/bench/models.py)")
     p.add_argument("--out", default="bench/results", help="output directory (default: bench/results)")
@@ -42,8 +45,8 @@ def run_scenario(name: str, seed: int, quick: bool, models: Models, strategies=S
     out: list[RunResult] = []
     for strategy in strategies:
         started = time.perf_counter()
-        if strategy == "punctual":
-            r = PunctualSim(sc, m, seed).run()
+        if strategy in ("punctual", "punctual-floor"):
+            r = PunctualSim(sc, m, seed, floor_delays=strategy == "punctual-floor").run()
         elif strategy == "cdk-scheduler":
             r = cdk_scheduler(sc, m, seed)
         else:
@@ -111,7 +114,8 @@ def combine(out_dir: Path) -> int:
         commands.append(data["command"])
         summaries += [Summary(**s) for s in data["summaries"]]
     order = {name: k for k, name in enumerate(NAMES)}
-    summaries.sort(key=lambda s: (order.get(s.scenario, 99), STRATEGIES.index(s.strategy)))
+    ranks = STRATEGIES + EXPERIMENTS
+    summaries.sort(key=lambda s: (order.get(s.scenario, 99), ranks.index(s.strategy)))
     text = "\n\n".join([
         "# Benchmark results\n\nCommands: " + "; ".join(f"`{c}`" for c in commands)
         + f"  \nPrices: {prices.PRICES_REGION} on-demand, written down {prices.PRICES_DATE}.",
