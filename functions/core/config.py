@@ -36,6 +36,10 @@ class Settings:
     max_attempts: int = 5
     # Consumer: a message this close to due waits in-process; farther, it is put back.
     max_wait_ms: int = 2000
+    # Delay-queue messages are planned to become visible up to this long before due;
+    # the consumer waits the rest, so delivery is on the ms rather than up to 1 s late.
+    # 0 = DelaySeconds rounded up to due (never visible early, ~500 ms mean lateness).
+    wake_early_ms: int = 1000
     # A meta arming older than this is treated as dead (its poll never ran).
     stale_arm_seconds: int = 900
     log_payloads: bool = False
@@ -55,6 +59,8 @@ class Settings:
                 f"window_seconds ({self.window_seconds}) must be >= lead_seconds + 60 "
                 f"({self.lead_seconds + 60})"
             )
+        if not 0 <= self.wake_early_ms <= self.max_wait_ms:
+            raise ValueError(f"wake_early_ms must be 0..max_wait_ms ({self.max_wait_ms}), got {self.wake_early_ms}")
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
         if self.partition_key_value == META_PK:
@@ -86,6 +92,7 @@ ENV: dict[str, str] = {
     "orphan_grace_seconds": "PUNCTUAL_ORPHAN_GRACE_SECONDS",
     "max_attempts": "PUNCTUAL_MAX_ATTEMPTS",
     "max_wait_ms": "PUNCTUAL_MAX_WAIT_MS",
+    "wake_early_ms": "PUNCTUAL_WAKE_EARLY_MS",
     "stale_arm_seconds": "PUNCTUAL_STALE_ARM_SECONDS",
     "log_payloads": "PUNCTUAL_LOG_PAYLOADS",
     "metrics_namespace": "PUNCTUAL_METRICS_NAMESPACE",

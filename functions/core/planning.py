@@ -21,9 +21,16 @@ class RowState(StrEnum):
     EXHAUSTED = "exhausted"  # orphaned after max attempts: undeliverable
 
 
-def delay_seconds(due_ms: int, now_ms: int) -> int:
-    """SQS DelaySeconds for a task: ceil (never early), 0 when past due, at most 900."""
-    remaining = due_ms - now_ms
+def delay_seconds(due_ms: int, now_ms: int, wake_early_ms: int = 0) -> int:
+    """SQS DelaySeconds for a task: 0 when past due, at most 900.
+
+    Rounded up (ceil) towards ``due - wake_early_ms``: the message never becomes
+    visible before that instant. With ``wake_early_ms = 0`` it is never visible
+    before due; with the default setting (1000 ms) it is visible up to a second
+    before due and the consumer waits the last fraction in-process, so delivery
+    lands on the millisecond instead of up to a second late (DESIGN.md, Shape).
+    """
+    remaining = due_ms - wake_early_ms - now_ms
     if remaining <= 0:
         return 0
     return min(-(-remaining // 1000), MAX_DELAY_SECONDS)
@@ -67,6 +74,7 @@ def plan_window(
     window_ms: int,
     orphan_grace_ms: int,
     max_attempts: int,
+    wake_early_ms: int = 0,
 ) -> WindowPlan:
     """Plan a poll at ``now_ms`` over rows read up to ``now_ms + window_ms``.
 
@@ -83,7 +91,7 @@ def plan_window(
             continue
         state = row_state(task, now_ms, orphan_grace_ms, max_attempts)
         if state in (RowState.NEW, RowState.ORPHAN):
-            plan.sends.append(Send(task, delay_seconds(task.due_ms, now_ms)))
+            plan.sends.append(Send(task, delay_seconds(task.due_ms, now_ms, wake_early_ms)))
             checks.append(max(task.due_ms, now_ms) + orphan_grace_ms)
         elif state is RowState.IN_FLIGHT:
             plan.in_flight += 1

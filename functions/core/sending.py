@@ -61,7 +61,7 @@ def _send_chunk(ddb: Any, sqs: Any, s: Settings, clock: Clock, tasks: Sequence[T
             s.delay_queue_url,
             out,
             clock,
-            delay_for=lambda o: delay_seconds(claimed[o.ref][0].due_ms, clock.now_ms()),  # type: ignore[index]
+            delay_for=lambda o: delay_seconds(claimed[o.ref][0].due_ms, clock.now_ms(), s.wake_early_ms),  # type: ignore[index]
         )
     }
     for i, (task, at) in enumerate(claimed):

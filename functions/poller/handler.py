@@ -92,7 +92,7 @@ def poll(deps: Deps) -> PollReport:
         )
     )
     tasks: list[Task] = [task for _, task in rows.values()]
-    plan = plan_window(started, tasks, s.window_ms, s.orphan_grace_ms, s.max_attempts)
+    plan = plan_window(started, tasks, s.window_ms, s.orphan_grace_ms, s.max_attempts, s.wake_early_ms)
     report.in_flight = plan.in_flight
     for task in plan.exhausted:
         reject_row(deps.ddb, deps.sqs, s, clock, rows[task.sk][0],

@@ -52,8 +52,10 @@ def test_row_due_in_5s_is_enqueued_at_once_with_its_delay(stack, reader):
     sent = Sent(stack.sqs)
     stack.put_raw(sk(T0_MS + 5000, "a"), {"x": "1"})
     assert run(stack, reader) == {"batchItemFailures": []}
-    assert [e["DelaySeconds"] for e in sent.entries] == [5]
-    stack.deps.clock.frozen.tick(4.5)
+    # visible wake_early_ms (1 s) before due; the consumer waits the rest
+    assert stack.settings.wake_early_ms == 1000
+    assert [e["DelaySeconds"] for e in sent.entries] == [4]
+    stack.deps.clock.frozen.tick(3.5)
     assert stack.drain(stack.settings.delay_queue_url) == []  # not visible before its delay
     stack.deps.clock.frozen.tick(0.6)
     (body,) = stack.bodies(stack.settings.delay_queue_url)
@@ -358,7 +360,7 @@ def test_editor_send_during_a_poll_keeps_its_orphan_check_armed(stack, reader):
 
 
 def test_every_horizon_in_one_batch(stack, reader):
-    """Raw and client rows due 0.3 s, 5 s, 14 min (sent now, ceil delays), 16 min, 3 days (armed)
+    """Raw and client rows due 0.3 s, 5 s, 14 min (sent now, delays ceil to due - 1 s), 16 min, 3 days (armed)
     and 1 h in the past (sent now, no delay)."""
     sent = Sent(stack.sqs)
     client = PunctualClient(stack.settings.table_name, ddb=stack.ddb, clock=stack.deps.clock)
@@ -369,9 +371,10 @@ def test_every_horizon_in_one_batch(stack, reader):
         client.schedule(T0_MS + off + 1, {"n": name}, id="cli-" + name)
     assert run(stack, reader) == {"batchItemFailures": []}
     delays = {json.loads(e["MessageBody"])["sk"].split("#")[1]: e["DelaySeconds"] for e in sent.entries}
+    # ceil towards due - wake_early_ms (1 s): never visible more than 1 s before due
     assert delays == {
-        "raw-m1h": 0, "cli-m1h": 0, "raw-p300ms": 1, "cli-p300ms": 1, "raw-p5s": 5, "cli-p5s": 6,
-        "raw-p14m": 840, "cli-p14m": 841,
+        "raw-m1h": 0, "cli-m1h": 0, "raw-p300ms": 0, "cli-p300ms": 0, "raw-p5s": 4, "cli-p5s": 5,
+        "raw-p14m": 839, "cli-p14m": 840,
     }
     # the earliest need: the orphan check of the row sent for 1 h ago is due right away
     assert read_arm(stack.ddb, stack.settings, stack.deps.clock).armed_ms == minute_not_before(

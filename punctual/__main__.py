@@ -1,0 +1,5 @@
+import sys
+
+from punctual.cli import main
+
+sys.exit(main())

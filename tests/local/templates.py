@@ -1,0 +1,108 @@
+"""A small CloudFormation template shaped like the construct's (CDK-style logical ids and
+intrinsics), for testing the template walker and the drivers without synthesizing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from functions.core.config import ENV
+
+
+def _arn(lid: str) -> dict[str, Any]:
+    return {"Fn::GetAtt": [lid, "Arn"]}
+
+
+def _fn(handler: str, env: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "Type": "AWS::Lambda::Function",
+        "Properties": {
+            "Handler": handler,
+            "Runtime": "python3.12",
+            "Role": _arn("SchedulerRoleAAAA1111"),
+            "Timeout": 30,
+            "Environment": {"Variables": env},
+        },
+    }
+
+
+def mini_template(
+    poller: str = "functions.poller.handler.handler",
+    consumer: str = "functions.consumer.handler.handler",
+    editor: str = "functions.editor.handler.handler",
+    max_receives: int = 3,
+) -> dict[str, Any]:
+    env = {
+        ENV["table_name"]: {"Ref": "SchedulerTable0C1D2E3F"},
+        ENV["partition_key_value"]: "scheduler",
+        ENV["delay_queue_url"]: {"Ref": "SchedulerDelayQueue5A6B7C8D"},
+        ENV["delivery_queue_url"]: {"Ref": "SchedulerDeliveryQueueA1B2C3D4"},
+        ENV["rejected_queue_url"]: {"Ref": "SchedulerRejectedQueue99AA88BB"},
+        ENV["rule_name"]: {"Ref": "SchedulerRuleF00DF00D"},
+    }
+    return {
+        "Parameters": {"BootstrapVersion": {"Type": "AWS::SSM::Parameter::Value<String>", "Default": "/cdk"}},
+        "Resources": {
+            "SchedulerTable0C1D2E3F": {
+                "Type": "AWS::DynamoDB::Table",
+                "Properties": {
+                    "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"},
+                                  {"AttributeName": "sk", "KeyType": "RANGE"}],
+                    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"},
+                                             {"AttributeName": "sk", "AttributeType": "S"}],
+                    "BillingMode": "PAY_PER_REQUEST",
+                    "StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"},
+                    "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+                },
+            },
+            "SchedulerDelayDlq11223344": {"Type": "AWS::SQS::Queue", "Properties": {"SqsManagedSseEnabled": True}},
+            "SchedulerDelayQueue5A6B7C8D": {
+                "Type": "AWS::SQS::Queue",
+                "Properties": {
+                    "VisibilityTimeout": 60,
+                    "RedrivePolicy": {"deadLetterTargetArn": _arn("SchedulerDelayDlq11223344"),
+                                      "maxReceiveCount": max_receives},
+                },
+            },
+            "SchedulerDeliveryDlq55667788": {"Type": "AWS::SQS::Queue"},
+            "SchedulerDeliveryQueueA1B2C3D4": {
+                "Type": "AWS::SQS::Queue",
+                "Properties": {"RedrivePolicy": {"deadLetterTargetArn": _arn("SchedulerDeliveryDlq55667788"),
+                                                 "maxReceiveCount": 5}},
+            },
+            "SchedulerRejectedQueue99AA88BB": {"Type": "AWS::SQS::Queue"},
+            "SchedulerRoleAAAA1111": {"Type": "AWS::IAM::Role", "Properties": {}},
+            "SchedulerRuleF00DF00D": {
+                "Type": "AWS::Events::Rule",
+                "Properties": {
+                    "ScheduleExpression": "cron(0 0 1 1 ? 2199)",
+                    "State": "DISABLED",
+                    "Description": {"Fn::Join": ["", ["Punctual poller trigger for ", {"Ref": "AWS::StackName"}]]},
+                    "Targets": [{"Id": "Target0", "Arn": _arn("SchedulerPollerFn12345678")}],
+                },
+            },
+            "SchedulerPollerFn12345678": _fn(poller, env),
+            "SchedulerConsumerFn87654321": _fn(consumer, env),
+            "SchedulerEditorFnABCDEF12": _fn(editor, env),
+            "SchedulerConsumerSource0A0B0C0D": {
+                "Type": "AWS::Lambda::EventSourceMapping",
+                "Properties": {
+                    "FunctionName": {"Ref": "SchedulerConsumerFn87654321"},
+                    "EventSourceArn": _arn("SchedulerDelayQueue5A6B7C8D"),
+                    "BatchSize": 10,
+                    "FunctionResponseTypes": ["ReportBatchItemFailures"],
+                },
+            },
+            "SchedulerEditorSource1A1B1C1D": {
+                "Type": "AWS::Lambda::EventSourceMapping",
+                "Properties": {
+                    "FunctionName": {"Ref": "SchedulerEditorFnABCDEF12"},
+                    "EventSourceArn": {"Fn::GetAtt": ["SchedulerTable0C1D2E3F", "StreamArn"]},
+                    "BatchSize": 100,
+                    "StartingPosition": "TRIM_HORIZON",
+                    "FunctionResponseTypes": ["ReportBatchItemFailures"],
+                    "BisectBatchOnFunctionError": True,
+                    "MaximumRetryAttempts": 3,
+                },
+            },
+        },
+    }
