@@ -130,21 +130,17 @@ def _passes_editor_filter(rec: dict[str, Any]) -> bool:
     return rec.get("eventName") == "MODIFY" and ATTR_ENQUEUED_MS not in (d.get("NewImage") or {})
 
 
-def floored_delay_seconds(due_ms: int, now_ms: int) -> int:
-    """Experiment: DelaySeconds floored instead of ceiled (the consumer still waits to the ms)."""
-    remaining = due_ms - now_ms
-    return 0 if remaining <= 0 else min(remaining // 1000, 900)
-
-
 class PunctualSim:
-    def __init__(self, scenario: Scenario, models: Models, seed: int, floor_delays: bool = False):
+    def __init__(self, scenario: Scenario, models: Models, seed: int, wake_early_ms: int | None = None):
+        """``wake_early_ms``: override the setting (0 = the earlier design: DelaySeconds ceiled
+        towards the due time itself, the message never visible before due)."""
         self.sc, self.m, self.seed = scenario, models, seed
-        self.floor_delays = floor_delays
+        self.wake_early_ms = wake_early_ms
         self.rng = random.Random(seed * 7919 + 17)
         self.fault_rng = random.Random(seed * 104729 + 3)
         self.engine = Engine(EPOCH_MS)
         self.clock = SimClock(self.engine)
-        self.result = RunResult("punctual-floor" if floor_delays else "punctual", scenario.name, scenario.n, scenario.horizon_ms, {}, scenario.dues,
+        self.result = RunResult("punctual" if wake_early_ms is None else f"punctual-wake{wake_early_ms}", scenario.name, scenario.n, scenario.horizon_ms, {}, scenario.dues,
                                 scenario.inserts)
         self.sk_index: dict[str, int] = {}
         self._freeze_synced = EPOCH_MS
@@ -224,8 +220,9 @@ class PunctualSim:
         delay = admin_sqs.create_queue(QueueName="punctual-delay", Attributes={"VisibilityTimeout": vt})["QueueUrl"]
         delivery = admin_sqs.create_queue(QueueName="punctual-delivery")["QueueUrl"]
         rejected = admin_sqs.create_queue(QueueName="punctual-rejected")["QueueUrl"]
+        extra = {} if self.wake_early_ms is None else {"wake_early_ms": self.wake_early_ms}
         self.settings = Settings(send_workers=1, delay_queue_url=delay, delivery_queue_url=delivery,
-                                 rejected_queue_url=rejected)
+                                 rejected_queue_url=rejected, **extra)
         admin_events.put_rule(Name=s.rule_name, ScheduleExpression="cron(0 0 1 1 ? 2199)", State="DISABLED")
         self.table_arn_stream = admin_ddb.describe_table(TableName=s.table_name)["Table"]["LatestStreamArn"]
         self.admin_sqs = admin_sqs
@@ -600,11 +597,6 @@ class PunctualSim:
         with freeze_time(datetime.fromtimestamp(EPOCH_MS / 1000, tz=UTC)) as frozen, mock_aws():
             self.frozen = frozen
             patches = self._moto_speedups()
-            if self.floor_delays:
-                import functions.core.sending as sending
-
-                patches.append((sending, "delay_seconds", sending.delay_seconds))
-                sending.delay_seconds = floored_delay_seconds
             obs.set_stream(sink)
             try:
                 self._setup()
