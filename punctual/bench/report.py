@@ -144,7 +144,7 @@ def plots(results: list[RunResult], out_dir: Path) -> list[Path]:
         ax.set_ylabel("share of tasks delivered")
         ax.set_title(f"Lateness CDF: {name}")
         ax.grid(alpha=0.3)
-        ax.legend()
+        ax.legend(loc="lower center", fontsize=8)
         path = out_dir / f"{name}-lateness-cdf.png"
         fig.tight_layout()
         fig.savefig(path, dpi=110)
