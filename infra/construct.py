@@ -49,12 +49,14 @@ EDITOR_HANDLER = "functions.editor.handler.handler"
 #   thousands of rows, ~2 DynamoDB writes each, 16 send workers): 5 minutes, 1024 MB
 #   (CPU scales with memory; pydantic validation is CPU bound).
 # - consumer: a batch of 10 pointers, each may wait in-process up to max_wait_ms (2 s)
-#   before delivery; 60 s leaves room for retries with backoff. 512 MB for a fast cold
-#   start, which is lateness.
+#   before delivery; 30 s leaves room for retries with backoff, and keeps the delay queue's
+#   visibility timeout (6 x 30 s = 180 s) below the default orphan grace (300 s), so a
+#   message that failed once comes back before its row is taken for an orphan and resent.
+#   512 MB for a fast cold start, which is lateness.
 # - editor: a stream batch of up to 100 records, a few calls each: 60 s, 512 MB.
 POLLER_TIMEOUT = Duration.minutes(5)
 POLLER_MEMORY_MB = 1024
-CONSUMER_TIMEOUT = Duration.seconds(60)
+CONSUMER_TIMEOUT = Duration.seconds(30)
 CONSUMER_MEMORY_MB = 512
 EDITOR_TIMEOUT = Duration.seconds(60)
 EDITOR_MEMORY_MB = 512
@@ -164,6 +166,12 @@ class Scheduler(Construct):
             log_payloads=log_payloads,
             metrics_namespace=metrics_namespace,
         )
+        if orphan_grace_seconds <= DELAY_QUEUE_VISIBILITY.to_seconds():
+            raise ValueError(
+                f"orphan_grace_seconds ({orphan_grace_seconds}) must exceed the delay queue's visibility "
+                f"timeout ({DELAY_QUEUE_VISIBILITY.to_seconds()} s): a message being retried would be "
+                "taken for lost and resent"
+            )
         self.partition_key_value = partition_key_value
         self.metrics_namespace = metrics_namespace
         self.encryption_key = encryption_key

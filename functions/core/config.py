@@ -61,6 +61,10 @@ class Settings:
             )
         if not 0 <= self.wake_early_ms <= self.max_wait_ms:
             raise ValueError(f"wake_early_ms must be 0..max_wait_ms ({self.max_wait_ms}), got {self.wake_early_ms}")
+        if self.orphan_grace_seconds < 0:
+            raise ValueError("orphan_grace_seconds must be >= 0")
+        if self.send_workers < 1:
+            raise ValueError("send_workers must be >= 1")
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
         if self.partition_key_value == META_PK:
@@ -115,7 +119,10 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
     for attr, var in ENV.items():
         if var in environ:
             kind = {"int": int, "bool": bool}.get(str(types[attr]), str)
-            values[attr] = _coerce(kind, environ[var])
+            try:
+                values[attr] = _coerce(kind, environ[var])
+            except ValueError:
+                raise ValueError(f"{var}={environ[var]!r}: expected an integer") from None
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
 

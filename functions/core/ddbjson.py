@@ -26,7 +26,9 @@ def _number(text: str) -> int | float:
         raise UnsupportedValue(f"non-finite number: {text!r}")
     if d == d.to_integral_value() and "e" not in text.lower() and "." not in text:
         return int(d)
-    if d == d.to_integral_value() and abs(d) < Decimal(2) ** 63:
+    if d == d.to_integral_value() and abs(d) <= Decimal(2) ** 53:
+        # "2.0", "1E+3": integral and exact as a float too; beyond 2**53 a float text
+        # ("5.2e+16") stays a float, or the int would not equal the number written.
         return int(d)
     f = float(d)
     if math.isinf(f):

@@ -45,7 +45,9 @@ def visible_at(task: Task) -> int:
 
 def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int) -> RowState:
     if task.enqueued_ms is None:
-        return RowState.NEW
+        # A released row (its send failed for good) is new again, but only until it has
+        # used up its attempts: otherwise a permanent send failure would loop forever.
+        return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.NEW
     if now_ms <= visible_at(task) + orphan_grace_ms:
         return RowState.IN_FLIGHT
     if task.attempt >= max_attempts:

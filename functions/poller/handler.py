@@ -14,7 +14,7 @@ from typing import Any
 
 from functions.core import observability as obs
 from functions.core.arming import arm_no_later_than, compare_and_set, read_arm, sync_rule
-from functions.core.cron import minute_not_before, one_shot_cron
+from functions.core.cron import minute_not_before, next_minute_after, one_shot_cron
 from functions.core.keys import after_window_key, window_upper_key
 from functions.core.models import RowRejected, Task, task_from_item
 from functions.core.planning import RowState, next_poll_minute, plan_window, row_state, visible_at
@@ -23,6 +23,9 @@ from functions.core.sending import claim_and_send
 from functions.core.store import query_below, query_from, reject_row
 
 CAS_ROUNDS = 8
+# The minute we arm must not begin before PutRule lands (a one-shot cron for a started
+# minute may never fire): plan as if "now" were this much later.
+ARM_MARGIN_MS = 10_000
 
 
 @dataclass
@@ -80,9 +83,9 @@ def poll(deps: Deps) -> PollReport:
     report = PollReport(started_ms=started, window_end_ms=started + s.window_ms)
 
     # 1. Safety net first: if this invocation dies anywhere below, a poll still follows.
-    safety = minute_not_before(started + s.orphan_grace_ms, started)
+    safety = minute_not_before(started + s.orphan_grace_ms, started + ARM_MARGIN_MS)
     state = arm_no_later_than(deps.ddb, s, clock, safety, replace_before_ms=started + 1)
-    sync_rule(deps.ddb, deps.events, s, clock, state)
+    state = sync_rule(deps.ddb, deps.events, s, clock, state)  # the meta row as applied (its version)
 
     # 2-3. The window, from the oldest row (past due counts) to its end.
     rows = dict(
@@ -102,15 +105,32 @@ def poll(deps: Deps) -> PollReport:
     report.sent, report.skipped, report.failed = len(sent.sent), len(sent.skipped), len(sent.failed)
     report.delays = [send.delay_seconds for send in plan.sends]
     orphan_check = plan.orphan_check_ms
-    if sent.failed:
-        # released rows are new again: poll soon to retry them
-        orphan_check = min(orphan_check or started, clock.now_ms())
+    if sent.skipped:
+        # Claimed by someone else (the editor, an overlapping poll) after we read them: their
+        # sender may die before sending, so a poll must follow their grace too.
+        skipped_check = max(max(t.due_ms, clock.now_ms()) for t in sent.skipped) + s.orphan_grace_ms
+        orphan_check = max(orphan_check or 0, skipped_check)
+    # Released rows (their send failed for good) are unsent again: the next poll must come
+    # by their due time - lead like any unsent row (the next minute when that has passed).
+    unsent_due = min((t.due_ms for t in sent.failed), default=None)
 
     # 4. Next poll: compare-and-set against the version we armed, re-plan on conflict.
+    seen_armed = state.armed_ms
     for _ in range(CAS_ROUNDS):
         next_due, beyond_check = _first_unsent_after(deps, report.window_end_ms, report)
+        if unsent_due is not None:
+            next_due = unsent_due if next_due is None else min(next_due, unsent_due)
         checks = [c for c in (orphan_check, beyond_check) if c is not None]
-        minute = next_poll_minute(clock.now_ms(), next_due, max(checks) if checks else None, s.lead_ms)
+        now = clock.now_ms()
+        minute = next_poll_minute(now + ARM_MARGIN_MS, next_due, max(checks) if checks else None, s.lead_ms)
+        if state.armed_ms is not None and state.armed_ms != seen_armed:
+            # Someone (an editor) moved the arm since we read it: it may be for a row we cannot
+            # see (e.g. inside our window); never move the rule later than that arm (or than the
+            # earliest minute still safe to arm). An editor that only bumped the version wanted
+            # a minute no earlier than the arm we saw: its rows lie beyond our window, and the
+            # re-query above sees them.
+            theirs = max(state.armed_ms, next_minute_after(now + ARM_MARGIN_MS))
+            minute = theirs if minute is None else min(minute, theirs)
         written = compare_and_set(deps.ddb, s, clock, state.version, minute)
         if written is not None:
             report.next_minute_ms = minute
@@ -126,6 +146,10 @@ def poll(deps: Deps) -> PollReport:
         )
         checks = [c for c in (orphan_check, again.orphan_check_ms) if c is not None]
         orphan_check = max(checks) if checks else None
+        # Rows of our window that are (again) unsent, e.g. the editor's: poll for them soon.
+        unsent = min((send.task.due_ms for send in again.sends), default=None)
+        if unsent is not None:
+            unsent_due = unsent if unsent_due is None else min(unsent_due, unsent)
     else:
         raise RuntimeError("could not arm the rule: the meta row kept changing")
 

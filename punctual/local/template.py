@@ -65,6 +65,7 @@ def synthesize_in_process(props: dict[str, Any] | None = None) -> dict[str, Any]
     """Synthesize the construct in a bare stack and return its template (imports aws_cdk)."""
     os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
     import aws_cdk as cdk
+
     from infra import Scheduler
 
     with tempfile.TemporaryDirectory(prefix="punctual-synth-") as outdir:

@@ -84,7 +84,7 @@ def custom(tmp_path_factory) -> Synth:
         partition_key_value="jobs",
         window_seconds=600,
         lead_seconds=60,
-        orphan_grace_seconds=120,
+        orphan_grace_seconds=240,
         delivery_queue=existing,
         removal_policy=RemovalPolicy.DESTROY,
         encryption_key=key,

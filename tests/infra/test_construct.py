@@ -235,7 +235,7 @@ def test_environment_is_exactly_the_settings(demo, custom):
     """Names come from functions.core.config.ENV only; values are what load_settings will parse."""
     for synth, expect in (
         (demo, Settings()),
-        (custom, Settings(partition_key_value="jobs", window_seconds=600, lead_seconds=60, orphan_grace_seconds=120)),
+        (custom, Settings(partition_key_value="jobs", window_seconds=600, lead_seconds=60, orphan_grace_seconds=240)),
     ):
         s = synth.scheduler
         for fn in s.functions:
@@ -438,6 +438,7 @@ def test_alarms(demo, custom):
         ({"lead_seconds": -1}, "lead_seconds"),
         ({"partition_key_value": META_PK}, "reserved"),
         ({"max_attempts": 0}, "max_attempts"),
+        ({"orphan_grace_seconds": 180}, "visibility timeout"),
     ],
 )
 def test_props_validated_like_settings(props, message):

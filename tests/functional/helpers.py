@@ -1,0 +1,73 @@
+"""Helpers shared by the poller's functional tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from functions.core.arming import read_arm
+from functions.core.cron import one_shot_cron, parse_one_shot_cron
+from functions.core.keys import encode_sk
+from tests.support import T0_MS, Stack
+
+
+def sk(offset_ms: int, task_id: str) -> str:
+    return encode_sk(T0_MS + offset_ms, task_id)
+
+
+class SentLog:
+    """Records every SendMessageBatch entry actually handed to SQS (delay and body)."""
+
+    def __init__(self, sqs: Any):
+        self.entries: list[dict[str, Any]] = []
+        self.calls = 0
+        sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", self._capture)
+
+    def _capture(self, params: dict[str, Any], **_: Any) -> None:
+        self.calls += 1
+        assert len(params["Entries"]) <= 10
+        assert len({e["Id"] for e in params["Entries"]}) == len(params["Entries"])
+        self.entries += params["Entries"]
+
+    def delays(self) -> dict[str, int]:
+        """sk -> DelaySeconds of the last entry sent for it."""
+        return {json.loads(e["MessageBody"])["sk"]: e["DelaySeconds"] for e in self.entries}
+
+
+def delay_bodies(stack: Stack) -> list[dict[str, Any]]:
+    return stack.bodies(stack.settings.delay_queue_url)
+
+
+def rule_state(stack: Stack) -> tuple[str, int | None]:
+    """(State, armed minute) of the rule, checked against the meta row."""
+    rule = stack.rule()
+    meta = read_arm(stack.ddb, stack.settings, stack.deps.clock)
+    if rule["State"] == "DISABLED":
+        assert meta.armed_ms is None
+        return "DISABLED", None
+    minute = parse_one_shot_cron(rule["ScheduleExpression"])
+    assert meta.armed_ms == minute
+    assert rule["ScheduleExpression"] == one_shot_cron(minute)
+    return rule["State"], minute
+
+
+def put_many(stack: Stack, items: list[tuple[str, dict[str, Any]]]) -> None:
+    """Raw BatchWriteItem in cdk-scheduler format (pk/sk/payload)."""
+    p = stack.settings.partition_key_value
+    for i in range(0, len(items), 25):
+        reqs = [
+            {"PutRequest": {"Item": {"pk": {"S": p}, "sk": {"S": k}, "payload": {"M": {
+                key: {"S": str(v)} for key, v in payload.items()}}}}}
+            for k, payload in items[i : i + 25]
+        ]
+        stack.ddb.batch_write_item(RequestItems={stack.settings.table_name: reqs})
+
+
+def delete_rows(stack: Stack) -> None:
+    """What the consumer does after delivery."""
+    for item in stack.rows():
+        stack.ddb.delete_item(TableName=stack.settings.table_name, Key={"pk": item["pk"], "sk": item["sk"]})
+
+
+def row_map(stack: Stack) -> dict[str, dict[str, Any]]:
+    return {item["sk"]["S"]: item for item in stack.rows()}

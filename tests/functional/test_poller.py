@@ -1,0 +1,444 @@
+"""The poller against moto: raw cdk-scheduler rows in -> delay queue out, rule re-armed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from functions.core.config import META_PK
+from functions.core.cron import MINUTE_MS
+from functions.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS
+from functions.poller.handler import ARM_MARGIN_MS, poll
+from tests.faults import Faults, InjectedCrash
+from tests.functional.helpers import (
+    SentLog,
+    delay_bodies,
+    delete_rows,
+    put_many,
+    row_map,
+    rule_state,
+    sk,
+)
+from tests.support import T0_MS
+
+S = 1000
+MIN = MINUTE_MS
+
+
+def now_ms() -> int:
+    import time
+
+    return int(round(time.time() * 1000))
+
+
+def tick_to(frozen, target_ms: int) -> None:
+    delta = target_ms - now_ms()
+    assert delta >= 0
+    frozen.tick(delta / 1000)
+
+
+def poll_when_armed(stack, frozen):
+    """Travel to the minute the rule is armed for (EventBridge fires in it) and poll."""
+    state, minute = rule_state(stack)
+    assert state == "ENABLED"
+    tick_to(frozen, minute)
+    return poll(stack.deps)
+
+
+def test_default_delays_wake_the_consumer_up_to_1s_before_due(stack):
+    """Default wake_early_ms = 1000: DelaySeconds is ceil towards due - 1 s, so the message is
+    visible at most 1 s early (the consumer waits the rest) and never earlier than that."""
+    log = SentLog(stack.sqs)
+    assert stack.settings.wake_early_ms == 1000
+    rows = {
+        sk(-1, "past-1ms"): 0,
+        sk(1, "in-1ms"): 0,
+        sk(1000, "in-1s"): 0,
+        sk(1001, "in-1.001s"): 1,
+        sk(100 * S, "in-100s"): 99,
+        sk(900 * S, "window-edge"): 899,
+    }
+    for key in rows:
+        stack.put_raw(key, {"k": key})
+    poll(stack.deps)
+    assert log.delays() == rows
+    for key, delay in rows.items():
+        due = int(key[:13])
+        assert due - 1000 <= T0_MS + delay * 1000 <= max(due, T0_MS)
+
+
+def test_window_rows_sent_with_exact_delays(stack, frozen):
+    """wake_early_ms = 0: DelaySeconds is ceil to the due time itself."""
+    stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, wake_early_ms=0)
+    log = SentLog(stack.sqs)
+    rows = {
+        sk(-86_400 * S, "past-day"): 0,
+        sk(-1, "past-1ms"): 0,
+        sk(0, "now"): 0,
+        sk(1, "in-1ms"): 1,
+        sk(100 * S, "in-100s"): 100,
+        sk(100 * S + 1, "in-100.001s"): 101,
+        sk(900 * S, "window-edge"): 900,
+    }
+    for key in rows:
+        stack.put_raw(key, {"k": key})
+    stack.put_raw(sk(900 * S + 1, "beyond"), {"k": "b"})
+    stack.put_raw(sk(3_600 * S, "later"), {"k": "l"})
+
+    report = poll(stack.deps)
+
+    assert log.delays() == rows
+    assert len(log.entries) == len(rows) and log.calls == 1
+    assert report.sent == len(rows) and report.rejected == 0
+    # only the delay-0 messages are visible at once; the others exactly at their delay
+    assert sorted(b["sk"] for b in delay_bodies(stack)) == sorted(k for k, d in rows.items() if d == 0)
+    frozen.tick(0.999)
+    assert delay_bodies(stack) == []
+    frozen.tick(0.001)
+    assert [b["sk"] for b in delay_bodies(stack)] == [sk(1, "in-1ms")]
+    tick_to(frozen, T0_MS + 100 * S - 1)
+    assert delay_bodies(stack) == []
+    frozen.tick(0.001)
+    assert [b["sk"] for b in delay_bodies(stack)] == [sk(100 * S, "in-100s")]
+    frozen.tick(1)
+    assert [b["sk"] for b in delay_bodies(stack)] == [sk(100 * S + 1, "in-100.001s")]
+    tick_to(frozen, T0_MS + 900 * S - 1)
+    assert delay_bodies(stack) == []
+    frozen.tick(0.001)
+    bodies = delay_bodies(stack)
+    assert bodies == [{"pk": "scheduler", "sk": sk(900 * S, "window-edge"), "due_ms": T0_MS + 900 * S,
+                       "attempt": 1, "enqueued_ms": T0_MS}]
+    frozen.tick(3_600)
+    assert delay_bodies(stack) == []  # rows beyond the window were never sent
+    table = row_map(stack)
+    for key in rows:
+        assert table[key][ATTR_ENQUEUED_MS] == {"N": str(T0_MS)} and table[key][ATTR_ATTEMPT] == {"N": "1"}
+    assert ATTR_ENQUEUED_MS not in table[sk(900 * S + 1, "beyond")]
+    # next poll: the next unsent row (due 15:00.001) minus the 120 s lead -> minute 13:00, which is
+    # earlier than the window's orphan check (15:00 + 5:00)
+    assert rule_state(stack) == ("ENABLED", T0_MS + 13 * MIN)
+    assert report.next_minute_ms == T0_MS + 13 * MIN
+
+
+def test_rule_disabled_when_nothing_pending(stack, frozen):
+    poll(stack.deps)
+    assert rule_state(stack) == ("DISABLED", None)
+
+    for i in range(3):
+        stack.put_raw(sk(i * 60 * S, f"t{i}"), {"i": i})
+    poll(stack.deps)
+    # in flight: a poll must follow the last one's grace (2:00 + 5:00) to catch a lost message
+    assert rule_state(stack) == ("ENABLED", T0_MS + 7 * MIN)
+    delete_rows(stack)  # the consumer delivered them
+    report = poll_when_armed(stack, frozen)
+    assert report.sent == report.in_flight == 0
+    assert rule_state(stack) == ("DISABLED", None)
+
+
+def test_second_poll_sends_nothing_again(stack, frozen):
+    log = SentLog(stack.sqs)
+    for i in range(25):
+        stack.put_raw(sk(i * 30 * S, f"t{i:02}"), {"i": i})  # 0..720 s
+    stack.put_raw(sk(1_000 * S, "beyond"), {"i": "b"})
+    first = poll(stack.deps)
+    assert first.sent == 25
+    armed = rule_state(stack)
+    assert armed == ("ENABLED", T0_MS + 14 * MIN)  # 1000 s - 120 s = 14:40 -> 14:00
+    frozen.tick(5)
+    second = poll(stack.deps)
+    assert (second.sent, second.in_flight, second.skipped) == (0, 25, 0)
+    assert len(log.entries) == 25
+    assert rule_state(stack) == armed
+    # the consumer delivers and deletes the window's rows; the next poll takes the beyond row only
+    for key in row_map(stack):
+        if key != sk(1_000 * S, "beyond"):
+            stack.ddb.delete_item(TableName=stack.settings.table_name,
+                                  Key={"pk": {"S": "scheduler"}, "sk": {"S": key}})
+    third = poll_when_armed(stack, frozen)
+    assert third.sent == 1
+    assert len(log.entries) == 26 and json.loads(log.entries[-1]["MessageBody"])["sk"] == sk(1_000 * S, "beyond")
+
+
+class RecordingSqs:
+    """Stands in for SQS when thousands of messages are sent: moto's SendMessage recomputes the
+    queue's attributes over every stored message (O(n^2)), which says nothing about the poller."""
+
+    def __init__(self, real):
+        self.real = real
+        self.entries: list[dict] = []
+        self.calls = 0
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def send_message_batch(self, QueueUrl, Entries):  # noqa: N803 (boto3's names)
+        assert len(Entries) <= 10 and len({e["Id"] for e in Entries}) == len(Entries)
+        self.calls += 1
+        self.entries += Entries
+        return {"Successful": [{"Id": e["Id"], "MessageId": f"m{len(self.entries)}-{e['Id']}",
+                                "MD5OfMessageBody": ""} for e in Entries], "Failed": []}
+
+
+def _big_window(stack, n: int, pad_bytes: int):
+    pad = "x" * pad_bytes
+    step = 900 * S // n
+    put_many(stack, [(sk(i * step, f"task-{i:06}"), {"pad": pad}) for i in range(n)])
+    faults = Faults(stack.ddb)
+    rec = RecordingSqs(stack.sqs)
+    stack.deps.sqs = rec
+    report = poll(stack.deps)
+    sent = [json.loads(e["MessageBody"])["sk"] for e in rec.entries]
+    assert report.sent == n == len(sent) == len(set(sent))  # all sent, exactly once
+    assert rec.calls == -(-n // 10)
+    assert all(0 <= e["DelaySeconds"] <= 900 for e in rec.entries)
+    assert rule_state(stack)[0] == "ENABLED"
+    return faults
+
+
+def test_window_over_1mb_is_paginated_and_sent_once(stack, frozen):
+    faults = _big_window(stack, 1_500, 760)  # ~1.2 MB of rows in the window
+    assert faults.count("Query") >= 2  # DynamoDB pages at 1 MB
+
+
+@pytest.mark.long
+def test_window_with_3k_rows(stack, frozen):
+    assert _big_window(stack, 3_000, 500).count("Query") >= 2
+
+
+@pytest.mark.long
+def test_window_with_50k_rows(stack, frozen):
+    assert _big_window(stack, 50_000, 500).count("Query") >= 25
+
+
+class PartialFailSqs:
+    """Wraps the SQS client: chosen rows come back in ``Failed`` for their first ``times`` sends."""
+
+    def __init__(self, real, fail_sks, sender_fault: bool, times: int):
+        self.real = real
+        self.left = dict.fromkeys(fail_sks, times)
+        self.sender_fault = sender_fault
+        self.failed_entries = 0
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def send_message_batch(self, QueueUrl, Entries):  # noqa: N803 (boto3's names)
+        ok, failed = [], []
+        for e in Entries:
+            key = json.loads(e["MessageBody"])["sk"]
+            if self.left.get(key, 0) > 0:
+                self.left[key] -= 1
+                self.failed_entries += 1
+                failed.append({"Id": e["Id"], "SenderFault": self.sender_fault,
+                               "Code": "InvalidParameterValue" if self.sender_fault else "InternalError",
+                               "Message": "injected"})
+            else:
+                ok.append(e)
+        resp = self.real.send_message_batch(QueueUrl=QueueUrl, Entries=ok) if ok else {"Successful": []}
+        return {**resp, "Failed": list(resp.get("Failed", [])) + failed}
+
+
+def _fill(stack, n=25):
+    keys = [sk(i * 10 * S, f"t{i:02}") for i in range(n)]
+    for k in keys:
+        stack.put_raw(k, {"k": k})
+    return keys
+
+
+def test_batch_partial_failure_retried_nothing_skipped(stack, frozen):
+    keys = _fill(stack)
+    flaky = PartialFailSqs(stack.sqs, {keys[0], keys[9], keys[10], keys[24]}, sender_fault=False, times=2)
+    stack.deps.sqs = flaky
+    report = poll(stack.deps)
+    assert flaky.failed_entries == 8
+    assert (report.sent, report.failed) == (25, 0)
+    frozen.tick(901)
+    bodies = delay_bodies(stack)
+    assert sorted(b["sk"] for b in bodies) == keys  # each exactly once
+
+
+@pytest.mark.parametrize("sender_fault", [False, True])
+def test_permanent_send_failure_releases_claim_and_next_poll_sends(stack, frozen, sender_fault):
+    keys = _fill(stack, 12)
+    bad = keys[3]
+    times = 1 if sender_fault else 6  # a sender fault is not retried; others use up the 6 attempts
+    flaky = PartialFailSqs(stack.sqs, {bad}, sender_fault=sender_fault, times=times)
+    stack.deps.sqs = flaky
+    report = poll(stack.deps)
+    assert (report.sent, report.failed) == (11, 1)
+    row = row_map(stack)[bad]
+    assert ATTR_ENQUEUED_MS not in row  # claim released
+    # a poll follows within a minute or two to retry it
+    state, minute = rule_state(stack)
+    assert state == "ENABLED" and minute <= now_ms() + ARM_MARGIN_MS + MIN
+    second = poll_when_armed(stack, frozen)
+    assert second.sent == 1
+    frozen.tick(901)
+    bodies = delay_bodies(stack)
+    assert sorted(b["sk"] for b in bodies) == keys
+    assert next(b for b in bodies if b["sk"] == bad)["attempt"] == 2
+
+
+def test_throttling_everywhere_still_sends_all(stack, frozen):
+    keys = _fill(stack, 35)
+    f = Faults(stack.ddb, stack.sqs, stack.events)
+    f.throttle("SendMessageBatch", times=3).throttle("SendMessageBatch", times=2, first=6)
+    f.throttle("UpdateItem", times=3).throttle("UpdateItem", times=4, first=10)
+    f.throttle("Query", times=3).throttle("GetItem", times=2).throttle("PutRule", times=2)
+    report = poll(stack.deps)
+    assert (report.sent, report.failed) == (35, 0)
+    frozen.tick(901)
+    assert sorted(b["sk"] for b in delay_bodies(stack)) == keys
+    assert rule_state(stack)[0] == "ENABLED"
+
+
+def test_crash_after_claim_before_send_loses_nothing(stack, frozen):
+    keys = _fill(stack, 8)  # due 0..70 s
+    Faults(stack.sqs).crash_before("SendMessageBatch")
+    with pytest.raises(InjectedCrash):
+        poll(stack.deps)
+    assert all(ATTR_ENQUEUED_MS in r for r in row_map(stack).values())  # claimed, never sent
+    assert delay_bodies(stack) == []
+    # the safety net armed at the start still stands
+    state, minute = rule_state(stack)
+    assert state == "ENABLED" and minute >= T0_MS + stack.settings.orphan_grace_ms
+    sent: list[dict] = []
+    for _ in range(5):
+        if rule_state(stack)[0] == "DISABLED" or len(sent) == len(keys):
+            break
+        poll_when_armed(stack, frozen)
+        sent += delay_bodies(stack)
+    assert sorted(b["sk"] for b in sent) == keys
+    assert {b["attempt"] for b in sent} == {2}
+    assert all(b["enqueued_ms"] >= int(b["sk"][:13]) + stack.settings.orphan_grace_ms for b in sent)
+
+
+def test_crash_after_send_before_final_arm(stack, frozen):
+    keys = _fill(stack, 8)
+    log = SentLog(stack.sqs)
+    Faults(stack.sqs).crash_after("SendMessageBatch")
+    with pytest.raises(InjectedCrash):
+        poll(stack.deps)
+    assert len(log.entries) == 8
+    state, minute = rule_state(stack)
+    assert state == "ENABLED" and minute >= T0_MS + stack.settings.orphan_grace_ms
+    report = poll_when_armed(stack, frozen)  # the safety-net poll
+    assert report.sent == 0 and report.in_flight == 8
+    assert len(log.entries) == 8  # no duplicate
+    assert sorted(b["sk"] for b in delay_bodies(stack)) == keys
+
+
+def test_lost_message_is_resent_as_orphan(stack, frozen):
+    keys = _fill(stack, 5)  # 0..40 s
+    poll(stack.deps)
+    frozen.tick(41)
+    assert len(delay_bodies(stack)) == 5  # received and deleted, but never delivered: lost
+    report = poll_when_armed(stack, frozen)  # orphan check: 40 s + grace -> minute 6:00
+    assert now_ms() == T0_MS + 6 * MIN
+    assert report.sent == 5
+    bodies = delay_bodies(stack)
+    assert sorted(b["sk"] for b in bodies) == keys and {b["attempt"] for b in bodies} == {2}
+    assert {r[ATTR_ATTEMPT]["N"] for r in row_map(stack).values()} == {"2"}
+
+
+def test_exhausted_rows_are_rejected_as_undeliverable(stack, frozen):
+    old = {ATTR_ENQUEUED_MS: {"N": str(T0_MS - 3_600 * S)}}
+    stack.put_raw(sk(-3_600 * S, "dead"), {"k": 1}, **old, **{ATTR_ATTEMPT: {"N": "5"}})
+    stack.put_raw(sk(-3_600 * S + 1, "last-chance"), {"k": 2}, **old, **{ATTR_ATTEMPT: {"N": "4"}})
+    report = poll(stack.deps)
+    assert report.sent == 1 and report.rejected == 1
+    rejected = stack.bodies(stack.settings.rejected_queue_url)
+    assert [(r["code"], r["sk"]) for r in rejected] == [("undeliverable", sk(-3_600 * S, "dead"))]
+    assert rejected[0]["item"]["payload"] == {"M": {"k": {"S": "1"}}}
+    assert list(row_map(stack)) == [sk(-3_600 * S + 1, "last-chance")]
+    assert [b["attempt"] for b in delay_bodies(stack)] == [5]
+
+
+def test_malformed_rows_rejected_valid_rows_still_sent(stack, frozen):
+    good = _fill(stack, 3)
+    bad = {
+        "1798761600#seconds": ("seconds_not_ms", {"k": 1}),
+        sk(5 * S, "no-payload"): ("missing_payload", None),
+        sk(6 * S, "text-payload"): ("payload_not_map", "TEXT"),
+        sk(7 * S, "huge"): ("oversize", {"big": "x" * 300_000}),
+        f"{T0_MS + 8 * S}#ctl\x01id": ("bad_id", {"k": 1}),
+        "2027-01-01T00:00:00Z#iso": ("iso_string", {"k": 1}),  # sorts after every ms key
+        f"{7_258_118_400_000}#y2200": ("year_out_of_range", {"k": 1}),
+    }
+    for key, (_, payload) in bad.items():
+        if payload == "TEXT":
+            stack.ddb.put_item(TableName=stack.settings.table_name, Item={
+                "pk": {"S": "scheduler"}, "sk": {"S": key}, "payload": {"S": "{}"}})
+        else:
+            stack.put_raw(key, payload)
+    report = poll(stack.deps)
+    assert report.sent == 3 and report.rejected == len(bad)
+    rejected = {r["sk"]: r for r in stack.bodies(stack.settings.rejected_queue_url)}
+    assert {k: r["code"] for k, r in rejected.items()} == {k: code for k, (code, _) in bad.items()}
+    assert all(r["reason"] and r["source"] == "poller" for r in rejected.values())
+    assert sorted(row_map(stack)) == good  # malformed rows deleted
+    assert sorted(b["sk"] for b in delay_bodies(stack)) == good[:1]  # the others are delayed
+    assert rule_state(stack)[0] == "ENABLED"
+
+
+def _editor_arms_before_final_cas(stack, minute_fn):
+    """Run the editor's arm_no_later_than right before the poller's final compare-and-set."""
+    from functions.core.arming import arm_no_later_than
+
+    fired = []
+
+    def hook(params, **_):
+        cond = params.get("ConditionExpression", "")
+        if params["Key"]["pk"]["S"] == META_PK and cond.startswith(("#v = ", "attribute_not_exists(#v)")) \
+                and not fired:
+            fired.append(minute_fn())
+            now = stack.deps.clock.now_ms()
+            arm_no_later_than(stack.ddb, stack.settings, stack.deps.clock, fired[0],
+                              replace_before_ms=now - stack.settings.stale_arm_seconds * S)
+
+    stack.ddb.meta.events.register("provide-client-params.dynamodb.UpdateItem", hook)
+    return fired
+
+
+@pytest.mark.parametrize("with_row", [False, True])
+def test_arming_race_rule_never_later_than_editor(stack, frozen, with_row):
+    _fill(stack, 3)
+    stack.put_raw(sk(3_600 * S, "next-hour"), {"k": 1})  # the poller alone would arm 58:00
+    editor_minute = T0_MS + 3 * MIN
+
+    def editor():
+        if with_row:  # the editor's new row, inside the poller's window, not yet sent
+            stack.put_raw(sk(4 * MIN, "editor-row"), {"k": 2})
+        return editor_minute
+
+    fired = _editor_arms_before_final_cas(stack, editor)
+    report = poll(stack.deps)
+    assert fired == [editor_minute]
+    state, minute = rule_state(stack)
+    assert state == "ENABLED" and minute <= editor_minute
+    assert report.next_minute_ms == minute
+    if with_row:
+        nxt = poll_when_armed(stack, frozen)
+        assert nxt.sent == 1  # the editor's row went out before its due time
+        assert now_ms() <= T0_MS + 4 * MIN - stack.settings.lead_ms + MIN
+
+
+def test_arming_race_editor_later_does_not_move_the_poller_later(stack, frozen):
+    stack.put_raw(sk(1_800 * S, "in-30-min"), {"k": 1})  # poller arms 28:00
+    _editor_arms_before_final_cas(stack, lambda: T0_MS + 50 * MIN)
+    poll(stack.deps)
+    assert rule_state(stack) == ("ENABLED", T0_MS + 28 * MIN)
+
+
+def test_released_row_polled_soon_even_with_rows_in_flight_beyond(stack, frozen):
+    keys = _fill(stack, 3)
+    # a row after the window already sent (by the editor): its orphan check is ~25 min away
+    stack.put_raw(sk(1_200 * S, "editor-sent"), {"k": 1}, **{ATTR_ENQUEUED_MS: {"N": str(T0_MS)},
+                                                               ATTR_ATTEMPT: {"N": "1"}})
+    stack.deps.sqs = PartialFailSqs(stack.sqs, {keys[0]}, sender_fault=True, times=1)
+    report = poll(stack.deps)
+    assert report.failed == 1
+    state, minute = rule_state(stack)
+    assert state == "ENABLED" and minute <= now_ms() + ARM_MARGIN_MS + MIN

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import pytest
+
+from functions.core.config import ENV, META_PK, Settings, load_settings, to_environment
+
+
+def test_defaults():
+    s = load_settings({})
+    assert (s.window_seconds, s.lead_seconds, s.orphan_grace_seconds, s.max_attempts) == (900, 120, 300, 5)
+    assert s.window_ms == 900_000 and s.lead_ms == 120_000 and s.orphan_grace_ms == 300_000
+
+
+def test_from_environment_and_back():
+    env = {
+        ENV["table_name"]: "t",
+        ENV["window_seconds"]: "600",
+        ENV["lead_seconds"]: "90",
+        ENV["log_payloads"]: "TRUE",
+        ENV["delay_queue_url"]: "https://q",
+        "UNRELATED": "x",
+    }
+    s = load_settings(env)
+    assert (s.table_name, s.window_seconds, s.lead_seconds, s.log_payloads, s.delay_queue_url) == (
+        "t", 600, 90, True, "https://q")
+    assert load_settings(to_environment(s)) == s
+    assert load_settings(env, max_attempts=3).max_attempts == 3
+
+
+@pytest.mark.parametrize(
+    "env, match",
+    [
+        ({ENV["window_seconds"]: "abc"}, "PUNCTUAL_WINDOW_SECONDS"),
+        ({ENV["window_seconds"]: "901"}, "window_seconds"),
+        ({ENV["window_seconds"]: "0"}, "window_seconds"),
+        ({ENV["window_seconds"]: "150", ENV["lead_seconds"]: "120"}, "lead_seconds"),
+        ({ENV["lead_seconds"]: "-1"}, "lead_seconds"),
+        ({ENV["max_attempts"]: "0"}, "max_attempts"),
+        ({ENV["orphan_grace_seconds"]: "-5"}, "orphan_grace"),
+        ({ENV["send_workers"]: "0"}, "send_workers"),
+        ({ENV["partition_key_value"]: META_PK}, "reserved"),
+    ],
+)
+def test_validation_errors(env, match):
+    with pytest.raises(ValueError, match=match):
+        load_settings(env)
+
+
+def test_env_names_are_unique_and_cover_settings():
+    assert len(set(ENV.values())) == len(ENV)
+    assert set(ENV) <= set(Settings.__dataclass_fields__)

@@ -1,0 +1,130 @@
+"""Window planning: delays (ceil, 0, 900), what a poll sends, and when it polls next."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from functions.core.cron import MINUTE_MS
+from functions.core.keys import encode_sk
+from functions.core.models import Task
+from functions.core.planning import (
+    RowState,
+    delay_seconds,
+    next_poll_minute,
+    plan_window,
+    row_state,
+)
+
+T0 = 1_798_761_600_000
+W, GRACE, MAX = 900_000, 300_000, 5
+
+
+def task(due: int, id: str = "t", enqueued: int | None = None, attempt: int = 0) -> Task:
+    return Task(pk="scheduler", sk=encode_sk(due, id), id=id, due_ms=due, payload={},
+                enqueued_ms=enqueued, attempt=attempt)
+
+
+@pytest.mark.parametrize(
+    "remaining, expected",
+    [(-5_000, 0), (0, 0), (1, 1), (999, 1), (1_000, 1), (1_001, 2), (899_999, 900), (900_000, 900),
+     (900_001, 900), (10**9, 900)],
+)
+def test_delay_seconds(remaining, expected):
+    assert delay_seconds(T0 + remaining, T0) == expected
+
+
+def test_plan_window_picks_new_and_orphans_within_window():
+    now = T0
+    tasks = [
+        task(now - 60_000, "past"),                                    # past due, new -> delay 0
+        task(now + 1_500, "soon"),                                     # -> delay 2
+        task(now + W, "edge"),                                         # last ms of the window
+        task(now + W + 1, "beyond"),                                   # next poll's
+        task(now - 30_000, "inflight", enqueued=now - 40_000, attempt=1),
+        task(now - 600_000, "orphan", enqueued=now - 600_000, attempt=2),
+        task(now - 600_000, "dead", enqueued=now - 600_000, attempt=MAX),
+        task(now - 600_000, "released-dead", attempt=MAX),             # released after MAX sends
+    ]
+    plan = plan_window(now, tasks, W, GRACE, MAX)
+    sent = {s.task.id: s.delay_seconds for s in plan.sends}
+    assert sent == {"past": 0, "soon": 2, "edge": 900, "orphan": 0}
+    assert [s.task.sk for s in plan.sends] == sorted(s.task.sk for s in plan.sends)
+    assert plan.in_flight == 1
+    assert sorted(t.id for t in plan.exhausted) == ["dead", "released-dead"]
+    # a poll must follow the latest send's grace
+    assert plan.orphan_check_ms == now + W + GRACE
+
+
+def test_plan_window_validates_window():
+    with pytest.raises(ValueError):
+        plan_window(T0, [], 900_001, GRACE, MAX)
+    with pytest.raises(ValueError):
+        plan_window(T0, [], 0, GRACE, MAX)
+
+
+def test_empty_plan():
+    plan = plan_window(T0, [], W, GRACE, MAX)
+    assert (plan.sends, plan.exhausted, plan.in_flight, plan.orphan_check_ms) == ([], [], 0, None)
+
+
+def test_row_state_boundaries():
+    t = task(T0, enqueued=T0 - 5_000, attempt=1)
+    assert row_state(t, T0 + GRACE, GRACE, MAX) is RowState.IN_FLIGHT
+    assert row_state(t, T0 + GRACE + 1, GRACE, MAX) is RowState.ORPHAN
+    # enqueued after due (past-due send): visible from the enqueue time
+    late = task(T0, enqueued=T0 + 60_000, attempt=1)
+    assert row_state(late, T0 + 60_000 + GRACE, GRACE, MAX) is RowState.IN_FLIGHT
+    assert row_state(task(T0), T0 + 10**9, GRACE, MAX) is RowState.NEW
+
+
+def test_next_poll_minute():
+    now = T0 + 5_000
+    assert next_poll_minute(now, None, None, 120_000) is None
+    # next unsent due 20:30 after T0 -> latest minute starting by due - lead = 18:30 -> 18:00
+    assert next_poll_minute(now, T0 + 20 * MINUTE_MS + 30_000, None, 120_000) == T0 + 18 * MINUTE_MS
+    # orphan check at 6:00.001 -> first minute starting at or after it: 7:00
+    assert next_poll_minute(now, None, T0 + 6 * MINUTE_MS + 1, 120_000) == T0 + 7 * MINUTE_MS
+    # the earlier of the two wins
+    assert next_poll_minute(now, T0 + 20 * MINUTE_MS, T0 + 6 * MINUTE_MS, 120_000) == T0 + 6 * MINUTE_MS
+    # both in the past / current minute -> next minute (never a started one)
+    assert next_poll_minute(now, T0, T0, 120_000) == T0 + MINUTE_MS
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    now=st.integers(T0 - 10**10, T0 + 10**10),
+    offsets=st.lists(st.integers(-10**7, 2 * W), min_size=1, max_size=30),
+    window=st.integers(1, W),
+    send_lag=st.integers(0, 5_000),
+)
+def test_planned_delays_never_early_never_above_900(now, offsets, window, send_lag):
+    tasks = [task(now + off, f"t{i}") for i, off in enumerate(offsets)]
+    plan = plan_window(now, tasks, window, GRACE, MAX)
+    assert all(s.task.due_ms <= now + window for s in plan.sends)
+    assert len(plan.sends) == sum(1 for off in offsets if off <= window)
+    for s in plan.sends:
+        assert 0 <= s.delay_seconds <= 900
+        assert now + s.delay_seconds * 1000 >= s.task.due_ms  # never early
+        # recomputed at send time (the clock moved on): still never early
+        d = delay_seconds(s.task.due_ms, now + send_lag)
+        assert 0 <= d <= s.delay_seconds
+        assert now + send_lag + d * 1000 >= s.task.due_ms
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    now=st.integers(T0, T0 + 10**10),
+    due=st.one_of(st.none(), st.integers(T0 - 10**7, T0 + 10**11)),
+    check=st.one_of(st.none(), st.integers(T0 - 10**7, T0 + 10**11)),
+    lead=st.integers(0, 300_000),
+)
+def test_next_poll_minute_is_in_the_future(now, due, check, lead):
+    minute = next_poll_minute(now, due, check, lead)
+    if due is None and check is None:
+        assert minute is None
+    else:
+        assert minute > now and minute % MINUTE_MS == 0
+        if due is not None and due - lead > now + MINUTE_MS:
+            assert minute <= due - lead  # armed by due - lead
