@@ -38,8 +38,8 @@ class Models:
     # The poller claims and sends with 16 workers (Settings.send_workers): its per-row calls
     # overlap, so each costs 1/16 of its latency in virtual time (the simulator runs them in order).
     poller_send_parallelism: int = 16
-    # Delay queue visibility timeout (construct: 6 x the consumer's 60 s timeout).
-    delay_visibility_ms: int = 360_000
+    # Delay queue visibility timeout (construct: 6 x the consumer's 30 s timeout).
+    delay_visibility_ms: int = 180_000
     # Lambda asynchronous invocation (the poller, from the rule): 2 retries, after 1 and 2 min.
     async_retry_delays_ms: tuple[int, ...] = (60_000, 120_000)
     # EventBridge Scheduler one-time schedule: fires within this window after its time.

@@ -160,6 +160,7 @@ class PunctualSim:
         self.rule_gen = 0
         self.rule_current: tuple[Any, Any] = (None, None)
         self.faults_on = scenario.faults
+        self.running: Counter = Counter()  # invocations in progress, per function
 
     # ---------------------------------------------------------------- set-up
     def _u(self, lo_hi: tuple[int, int]) -> int:
@@ -339,7 +340,6 @@ class PunctualSim:
                     i = self.sk_index.get(body.get("key"))
                     if i is not None:
                         self.result.deliveries.setdefault(i, []).append(self.engine.now - EPOCH_MS)
-                self.result.counters["delivery_batch_sizes"] += 0
             elif url == self.settings.delay_queue_url:
                 for e in sent:
                     visible = self.engine.now + int(e.get("DelaySeconds", 0)) * 1000
@@ -381,7 +381,11 @@ class PunctualSim:
 
         def run() -> Any:
             self.engine.current.info["fn"] = fn
-            return body()
+            self.running[fn] += 1
+            try:
+                return body()
+            finally:
+                self.running[fn] -= 1
 
         self.engine.spawn(start, run, fn, done)
 
@@ -571,6 +575,8 @@ class PunctualSim:
 
         sk = encode_sk(EPOCH_MS + self.sc.dues[i], f"t{i:07d}")
         self.sk_index[sk] = i
+        if self.running["poller"]:
+            self.result.counters["inserts_during_a_poll"] += 1
         self.user_ddb.put_item(TableName=self.settings.table_name, Item={
             "pk": {"S": self.settings.partition_key_value}, "sk": {"S": sk},
             "payload": {"M": {"task": {"N": str(i)}, "kind": {"S": "bench"}}},

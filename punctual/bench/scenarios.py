@@ -47,7 +47,7 @@ def steady(seed: int, n: int = 100_000, days: float = 7) -> Scenario:
                    inserts, dues, n=n, days=days)
 
 
-def late(seed: int, n: int = 20_000, hours: float = 6) -> Scenario:
+def late(seed: int, n: int = 20_000, hours: float = 1) -> Scenario:
     """Half the rows are late inserts (0.1-900 s before due), half long-lead rows that keep
     polls busy, so late inserts land while a poll runs."""
     rng = random.Random(seed)
@@ -98,7 +98,7 @@ FULL = {
 }
 QUICK = {
     "steady": lambda seed: steady(seed, n=400, days=0.5),
-    "late": lambda seed: late(seed, n=300, hours=1),
+    "late": lambda seed: late(seed, n=300, hours=0.25),
     "burst": lambda seed: burst(seed, n=1_000),
     "idle": lambda seed: idle(seed, days=7),
     "faults": lambda seed: faults(seed, n=300, days=0.5),
