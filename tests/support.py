@@ -16,6 +16,18 @@ REGION = "us-east-1"
 T0_MS = 1_798_761_600_000  # 2027-01-01T00:00:00Z
 
 
+_SESSION: Any = None
+
+
+def client(name: str) -> Any:
+    """A boto3 client from one session kept across tests: mock_aws resets boto3's default
+    session on every start, and a fresh session re-reads the service models (~30 ms a client)."""
+    global _SESSION
+    if _SESSION is None:
+        _SESSION = boto3.session.Session(region_name=REGION)
+    return _SESSION.client(name, region_name=REGION)
+
+
 class FreezegunClock:
     """The project clock over a freezegun ``frozen_time`` factory: sleeping moves virtual time."""
 
@@ -94,9 +106,7 @@ class Stack:
 def make_stack(settings: Settings | None = None, clock: Any = None) -> Stack:
     """Create the resources the construct defines, in moto (call inside ``mock_aws``)."""
     s = settings or Settings()
-    ddb = boto3.client("dynamodb", region_name=REGION)
-    sqs = boto3.client("sqs", region_name=REGION)
-    events = boto3.client("events", region_name=REGION)
+    ddb, sqs, events = client("dynamodb"), client("sqs"), client("events")
     ddb.create_table(
         TableName=s.table_name,
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
@@ -145,10 +155,8 @@ class StreamReader:
     """
 
     def __init__(self, stack: Stack):
-        import boto3 as _boto3
-
         self.stack = stack
-        self.streams = _boto3.client("dynamodbstreams", region_name=REGION)
+        self.streams = client("dynamodbstreams")
         table = stack.ddb.describe_table(TableName=stack.settings.table_name)["Table"]
         self.arn = table["LatestStreamArn"]
         self._iters: dict[str, str] = {}

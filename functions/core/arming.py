@@ -25,6 +25,7 @@ from .config import META_ARM_SK, META_PK, RULE_DESCRIPTION, Settings
 from .cron import one_shot_cron
 from .errors import is_conditional_failure
 from .retry import call_with_retry
+from .store import conditional_update
 
 _KEY = {"pk": {"S": META_PK}, "sk": {"S": META_ARM_SK}}
 
@@ -65,22 +66,17 @@ def compare_and_set(
     else:
         update = "SET #v = :next, #u = :now, #a = :armed"
         values[":armed"] = {"N": str(armed_ms)}
-    try:
-        call_with_retry(
-            lambda: ddb.update_item(
-                TableName=s.table_name,
-                Key=_KEY,
-                UpdateExpression=update,
-                ConditionExpression=cond,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            ),
-            clock,
-        )
-    except Exception as exc:
-        if is_conditional_failure(exc):
-            return None
-        raise
+    if not conditional_update(
+        ddb,
+        clock,
+        TableName=s.table_name,
+        Key=_KEY,
+        UpdateExpression=update,
+        ConditionExpression=cond,
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues=values,
+    ):
+        return None
     return ArmState(armed_ms, expected_version + 1)
 
 

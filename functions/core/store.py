@@ -66,6 +66,17 @@ def query_from(
     )
 
 
+def conditional_update(ddb: Any, clock: Clock, **request: Any) -> bool:
+    """``UpdateItem`` with a condition: True if applied, False if the condition failed."""
+    try:
+        call_with_retry(lambda: ddb.update_item(**request), clock)
+        return True
+    except Exception as exc:
+        if is_conditional_failure(exc):
+            return False
+        raise
+
+
 def claim(ddb: Any, s: Settings, clock: Clock, task: Task, now_ms: int) -> bool:
     """Mark ``task`` as sent at ``now_ms`` before sending it; False if someone else did.
 
@@ -79,44 +90,30 @@ def claim(ddb: Any, s: Settings, clock: Clock, task: Task, now_ms: int) -> bool:
     else:
         cond = "attribute_exists(sk) AND #e = :prev"
         values[":prev"] = {"N": str(task.enqueued_ms)}
-    try:
-        call_with_retry(
-            lambda: ddb.update_item(
-                TableName=s.table_name,
-                Key=_key(task.pk, task.sk),
-                UpdateExpression="SET #e = :now, #a = if_not_exists(#a, :zero) + :one",
-                ConditionExpression=cond,
-                ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS, "#a": ATTR_ATTEMPT},
-                ExpressionAttributeValues=values,
-            ),
-            clock,
-        )
-        return True
-    except Exception as exc:
-        if is_conditional_failure(exc):
-            return False
-        raise
+    return conditional_update(
+        ddb,
+        clock,
+        TableName=s.table_name,
+        Key=_key(task.pk, task.sk),
+        UpdateExpression="SET #e = :now, #a = if_not_exists(#a, :zero) + :one",
+        ConditionExpression=cond,
+        ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS, "#a": ATTR_ATTEMPT},
+        ExpressionAttributeValues=values,
+    )
 
 
 def release(ddb: Any, s: Settings, clock: Clock, task: Task, claimed_ms: int) -> bool:
     """Undo our claim after a send that failed for good, so the row is sent again soon."""
-    try:
-        call_with_retry(
-            lambda: ddb.update_item(
-                TableName=s.table_name,
-                Key=_key(task.pk, task.sk),
-                UpdateExpression="REMOVE #e",
-                ConditionExpression="#e = :mine",
-                ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS},
-                ExpressionAttributeValues={":mine": {"N": str(claimed_ms)}},
-            ),
-            clock,
-        )
-        return True
-    except Exception as exc:
-        if is_conditional_failure(exc):
-            return False
-        raise
+    return conditional_update(
+        ddb,
+        clock,
+        TableName=s.table_name,
+        Key=_key(task.pk, task.sk),
+        UpdateExpression="REMOVE #e",
+        ConditionExpression="#e = :mine",
+        ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS},
+        ExpressionAttributeValues={":mine": {"N": str(claimed_ms)}},
+    )
 
 
 def get_row(ddb: Any, s: Settings, clock: Clock, pk: str, sk: str) -> dict[str, Any] | None:
