@@ -37,5 +37,10 @@ node_modules/.bin/cdk:
 cdk-synth: $(STAMP) node_modules/.bin/cdk
 	npx --no-install aws-cdk synth --quiet
 
+# The benchmark: real handlers in virtual time vs cdk-scheduler and EventBridge Scheduler
+# (bench/results/, docs/benchmark.md). BENCH_ARGS=--quick for the CI-sized run.
+bench: $(STAMP)
+	$(BIN)/punctual bench $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) cdk.out node_modules .pytest_cache

@@ -558,12 +558,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=0, help="port of the demo's local stack (default: a free one)")
     p.add_argument("--horizon", type=float, default=90, help="latest due time, seconds ahead (default 90)")
     p.add_argument("--template", help="use this synthesized template instead of synthesizing the construct")
+
+    from .bench.run import add_arguments as bench_arguments
+
+    bench_arguments(sub.add_parser("bench", help="benchmark: the real handlers in virtual time vs the alternatives"))
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "local":
         return cmd_local_up(args) if args.local_command == "up" else cmd_local_down(args)
+    if args.command == "bench":
+        from .bench.run import main as bench_main
+
+        return bench_main(args)
     if args.command == "demo":
         from .demo import run_demo
 

@@ -1,0 +1,106 @@
+"""Modelled AWS behaviour: every number the simulator draws, with where it comes from.
+
+Override any of them with ``Models(**changes)`` (``punctual bench --set name=value``).
+Ranges are (low, high) in ms, drawn uniformly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+
+@dataclass(frozen=True)
+class Models:
+    # EventBridge rule: a cron fires somewhere inside its minute, then the target starts.
+    rule_fire_spread_ms: int = 60_000
+    rule_target_delay_ms: tuple[int, int] = (50, 1_500)
+    # SQS: a delayed message may become visible up to this much before its delay ends...
+    sqs_early_max_ms: int = 1_000
+    # ...and Lambda's SQS pollers pick a visible message up after this long.
+    sqs_poll_latency_ms: tuple[int, int] = (20, 200)
+    # Lambda: a new execution environment (Python + boto3 + pydantic) before the handler runs.
+    cold_start_ms: tuple[int, int] = (300, 800)
+    # An idle execution environment is reused for this long, then reclaimed.
+    warm_idle_ms: int = 600_000
+    # Lambda SQS scaling: 5 concurrent batches, +300 per minute while messages wait, max 1,000.
+    esm_initial_concurrency: int = 5
+    esm_scale_per_minute: int = 300
+    esm_max_concurrency: int = 1_000
+    # DynamoDB stream -> Lambda: time from a write to the invocation that carries it.
+    stream_latency_ms: tuple[int, int] = (100, 500)
+    stream_batch_size: int = 100  # the construct's EDITOR_BATCH_SIZE
+    stream_retry_delay_ms: int = 1_000
+    stream_max_retries: int = 10  # the construct's EDITOR_RETRY_ATTEMPTS
+    # Service-side latency of one API call, added to the caller's virtual time.
+    api_latency_ms: dict[str, tuple[int, int]] = field(
+        default_factory=lambda: {"dynamodb": (3, 8), "sqs": (5, 15), "events": (20, 60)}
+    )
+    # The poller claims and sends with 16 workers (Settings.send_workers): its per-row calls
+    # overlap, so each costs 1/16 of its latency in virtual time (the simulator runs them in order).
+    poller_send_parallelism: int = 16
+    # Delay queue visibility timeout (construct: 6 x the consumer's 30 s timeout).
+    delay_visibility_ms: int = 180_000
+    # Lambda asynchronous invocation (the poller, from the rule): 2 retries, after 1 and 2 min.
+    async_retry_delays_ms: tuple[int, ...] = (60_000, 120_000)
+    # EventBridge Scheduler one-time schedule: fires within this window after its time.
+    scheduler_fire_window_ms: int = 60_000
+    # cdk-scheduler: rate(14 minutes) rule, 15-minute window, Query without pagination (1 MB).
+    cdk_period_ms: int = 14 * 60_000
+    cdk_window_ms: int = 15 * 60_000
+    cdk_query_limit_bytes: int = 1_048_576
+    # Faults scenario: share of AWS calls failing, and of calls after which the function dies.
+    fault_call_failure_rate: float = 0.0
+    fault_crash_rate: float = 0.0
+
+    def with_overrides(self, pairs: list[str]) -> Models:
+        kinds = {f.name: f for f in fields(self)}
+        changes: dict[str, object] = {}
+        for pair in pairs:
+            name, _, raw = pair.partition("=")
+            if name not in kinds:
+                raise SystemExit(f"unknown model parameter {name!r}; known: {', '.join(sorted(kinds))}")
+            current = getattr(self, name)
+            if isinstance(current, tuple):
+                changes[name] = tuple(int(x) for x in raw.split(","))
+            elif isinstance(current, float):
+                changes[name] = float(raw)
+            elif isinstance(current, int):
+                changes[name] = int(raw)
+            else:
+                raise SystemExit(f"{name} cannot be set from the command line")
+        return replace(self, **changes)
+
+
+SOURCES: dict[str, str] = {
+    "rule_fire_spread_ms": "EventBridge docs (scheduled rules): 'the rule runs within the minute', not at :00; "
+    "minute granularity, so 0-60 s into the armed minute (uniform).",
+    "rule_target_delay_ms": "Assumption: EventBridge -> Lambda async invoke start delay of tens of ms to ~1.5 s "
+    "(not documented; EventBridge promises delivery 'within seconds' at best).",
+    "sqs_early_max_ms": "Project assumption (DESIGN.md): SQS delay timers have 1 s granularity and a delayed "
+    "message may become visible up to ~1 s before DelaySeconds elapse; SQS documents no sub-second precision.",
+    "sqs_poll_latency_ms": "Lambda SQS event source: pollers long-poll continuously ('Lambda uses long polling "
+    "to poll a queue'); pick-up latency of tens to a couple hundred ms observed in practice (assumption).",
+    "cold_start_ms": "Lambda cold start for Python 3.12 arm64 with boto3 + pydantic (~300-800 ms INIT; "
+    "AWS Lambda docs 'execution environment lifecycle', INIT phase; measured values vary).",
+    "warm_idle_ms": "Assumption: idle environments are kept for minutes (undocumented, commonly 5-15 min).",
+    "esm_initial_concurrency": "Lambda docs, 'Configuring scaling behavior for SQS event source mappings': "
+    "'Lambda starts processing five batches at a time with five concurrent invocations'.",
+    "esm_scale_per_minute": "Same page: 'increases the number of processes that are reading batches by up to "
+    "300 more instances per minute'.",
+    "esm_max_concurrency": "Same page: 'The maximum number of batches that an event source mapping can process "
+    "simultaneously is 1,000'.",
+    "stream_latency_ms": "Lambda docs: 'Lambda polls shards in your DynamoDB stream for records at a base rate "
+    "of 4 times per second'; plus stream propagation: ~100-500 ms (assumption).",
+    "api_latency_ms": "Assumption: in-region single-digit ms for DynamoDB ('single-digit millisecond "
+    "performance'), ~10 ms for SQS, tens of ms for EventBridge control-plane calls.",
+    "async_retry_delays_ms": "Lambda docs, asynchronous invocation: on a function error 'Lambda retries the "
+    "function two more times', waiting 1 minute, then 2 minutes (construct: retry_attempts=2).",
+    "scheduler_fire_window_ms": "EventBridge Scheduler docs, 'Schedule types': 'All schedule types on EventBridge "
+    "Scheduler invoke their targets with 60 second precision ... between 1:00:00 and 1:00:59' (flexible window "
+    "OFF). We model the favourable reading: within 60 s after the schedule's time, never before it.",
+    "cdk_period_ms": "cdk-scheduler source: CRON_DELAY_IN_MINUTES = 14, Query 'sk BETWEEN :now AND :future' with "
+    ":future = now + 15 min, no pagination (DynamoDB returns at most 1 MB per Query), DelaySeconds = "
+    "floor((due - now)/1000), then DeleteItem; a stream handler sends rows due within 15 min the same way.",
+    "delay_visibility_ms": "Construct: DELAY_QUEUE_VISIBILITY = 6 x CONSUMER_TIMEOUT (AWS guidance for SQS "
+    "event sources).",
+}

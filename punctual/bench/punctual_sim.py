@@ -1,0 +1,639 @@
+"""Punctual in virtual time: the REAL poller, consumer and editor handlers against moto.
+
+What the simulator models (parameters in :mod:`punctual.bench.models`):
+- the EventBridge rule: every PutRule/DisableRule the handlers make is observed; an armed
+  one-shot cron fires 0-60 s into its minute plus a target start delay, then the poller runs
+  as an asynchronous invocation (2 retries after 1 and 2 min on failure);
+- the delay queue and Lambda's SQS event source: each message sent is picked up around the
+  time it becomes visible (up to ``sqs_early_max_ms`` early, after a polling latency),
+  10 per batch, with the scaling ramp (5 concurrent batches, +300 per minute); successful
+  records are deleted, batchItemFailures and crashed batches come back after the visibility
+  timeout (or what ChangeMessageVisibility set);
+- the table's stream and its Lambda trigger: records are read with the dynamodbstreams
+  client, filtered like the construct's filter criteria, 100 per batch, one batch at a time,
+  failed batches retried (from the lowest failed sequence number on partial failure);
+- Lambda: cold starts for new execution environments, reuse while warm, billed duration;
+- AWS call latency, added to the calling handler's virtual time;
+- faults: botocore hooks fail calls (InternalError/ThrottlingException) and crash the
+  function right after a call (its effects up to the crash remain).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .engine import Engine, Process, SimClock
+from .models import Models
+from .scenarios import Scenario
+
+REGION = "us-east-1"
+EPOCH_MS = 1_798_761_600_000  # 2027-01-01T00:00:00Z: virtual time starts here
+WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's sizes
+
+
+class InjectedCrash(BaseException):
+    """The function instance died right after an AWS call (BaseException: handlers can't catch it)."""
+
+
+@dataclass
+class Invocation:
+    fn: str
+    start_ms: int
+    duration_ms: int
+    cold: bool
+    sent: int  # messages this invocation sent (0 = idle invocation)
+    error: str | None
+
+
+@dataclass
+class RunResult:
+    strategy: str
+    scenario: str
+    n: int
+    horizon_ms: int
+    deliveries: dict[int, list[int]]  # task index -> delivery times (ms from start)
+    dues: list[int]
+    inserts: list[int]
+    invocations: list[Invocation] = field(default_factory=list)
+    requests: Counter = field(default_factory=Counter)  # (actor, "Service.Op") -> count
+    ddb_wru: float = 0.0
+    ddb_rru: float = 0.0
+    log_bytes: int = 0
+    extra_cost_usd: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    counters: Counter = field(default_factory=Counter)
+
+
+class _LogSink:
+    """Counts the bytes the handlers log (CloudWatch Logs ingestion) without keeping them."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def write(self, s: str) -> int:
+        self.bytes += len(s.encode("utf-8"))
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+def _lambda_record(rec: dict[str, Any], stream_arn: str) -> dict[str, Any]:
+    """A dynamodbstreams record -> the JSON Lambda hands to the function."""
+    import base64
+
+    def attr(v: Any) -> Any:
+        if isinstance(v, (bytes, bytearray)):
+            return base64.b64encode(bytes(v)).decode("ascii")
+        if isinstance(v, dict):
+            return {k: attr(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [attr(x) for x in v]
+        return v
+
+    data = dict(rec["dynamodb"])
+    created = data.get("ApproximateCreationDateTime")
+    if hasattr(created, "timestamp"):
+        data["ApproximateCreationDateTime"] = int(created.timestamp())
+    for name in ("Keys", "NewImage", "OldImage"):
+        if name in data:
+            data[name] = attr(data[name])
+    return {
+        "eventID": rec.get("eventID"),
+        "eventName": rec["eventName"],
+        "eventVersion": rec.get("eventVersion", "1.1"),
+        "eventSource": "aws:dynamodb",
+        "awsRegion": REGION,
+        "dynamodb": data,
+        "eventSourceARN": stream_arn,
+    }
+
+
+def _passes_editor_filter(rec: dict[str, Any]) -> bool:
+    """The construct's filter criteria on the editor's stream event source."""
+    from functions.core.config import META_PK
+    from functions.core.models import ATTR_ENQUEUED_MS
+
+    d = rec.get("dynamodb", {})
+    if d.get("Keys", {}).get("pk", {}).get("S") == META_PK:
+        return False
+    if rec.get("eventName") == "INSERT":
+        return True
+    return rec.get("eventName") == "MODIFY" and ATTR_ENQUEUED_MS not in (d.get("NewImage") or {})
+
+
+class PunctualSim:
+    def __init__(self, scenario: Scenario, models: Models, seed: int, wake_early_ms: int | None = None):
+        """``wake_early_ms``: override the setting (0 = the earlier design: DelaySeconds ceiled
+        towards the due time itself, the message never visible before due)."""
+        self.sc, self.m, self.seed = scenario, models, seed
+        self.wake_early_ms = wake_early_ms
+        self.rng = random.Random(seed * 7919 + 17)
+        self.fault_rng = random.Random(seed * 104729 + 3)
+        self.engine = Engine(EPOCH_MS)
+        self.clock = SimClock(self.engine)
+        self.result = RunResult("punctual" if wake_early_ms is None else f"punctual-wake{wake_early_ms}", scenario.name, scenario.n, scenario.horizon_ms, {}, scenario.dues,
+                                scenario.inserts)
+        self.sk_index: dict[str, int] = {}
+        self._freeze_synced = EPOCH_MS
+        self.sqs_view_ms: int | None = None
+        # Lambda execution environments: fn -> list of free-since times
+        self.warm: dict[str, list[int]] = defaultdict(list)
+        # SQS event source state
+        self.esm_inflight = 0
+        self.esm_scale_start: int | None = None
+        self.esm_waiting = False
+        self.esm_polls: set[int] = set()
+        self.lost_message_ids: set[str] = set()
+        # stream event source state
+        self.stream_busy = False
+        self.stream_scheduled = False
+        # rule state
+        self.rule_gen = 0
+        self.rule_current: tuple[Any, Any] = (None, None)
+        self.faults_on = scenario.faults
+        self.running: Counter = Counter()  # invocations in progress, per function
+
+    # ---------------------------------------------------------------- set-up
+    def _u(self, lo_hi: tuple[int, int]) -> int:
+        return self.rng.randint(lo_hi[0], lo_hi[1])
+
+    def _sync_time(self) -> None:
+        if self._freeze_synced != self.engine.now:
+            self._freeze_synced = self.engine.now
+            self.frozen.move_to(datetime.fromtimestamp(self.engine.now / 1000, tz=UTC))
+
+    def _moto_speedups(self) -> list[tuple[Any, str, Any]]:
+        """moto computes every queue attribute (3 scans of the queue, ~80 k clock reads for a
+        few hundred messages) on each SendMessage, and reads the clock through freezegun's
+        slow path for each message it looks at. The handlers never read those attributes:
+        the simulator makes them cheap and gives moto's SQS the virtual clock directly."""
+        import moto.sqs.models as sqsm
+
+        patches: list[tuple[Any, str, Any]] = []
+
+        def patch(obj: Any, name: str, value: Any) -> None:
+            patches.append((obj, name, getattr(obj, name)))
+            setattr(obj, name, value)
+
+        def view_ms() -> int:
+            return self.sqs_view_ms if self.sqs_view_ms is not None else self.engine.now
+
+        patch(sqsm, "unix_time_millis", lambda dt=None: float(view_ms()) if dt is None else _orig_ms(dt))
+        patch(sqsm, "unix_time", lambda dt=None: view_ms() / 1000.0 if dt is None else _orig_s(dt))
+        for prop in ("approximate_number_of_messages", "approximate_number_of_messages_delayed",
+                     "approximate_number_of_messages_not_visible"):
+            patch(sqsm.Queue, prop, property(lambda self: 0))
+        return patches
+
+    def _setup(self) -> None:
+        import boto3
+        from botocore import UNSIGNED
+        from botocore.config import Config
+
+        from functions.core.config import Settings
+        from functions.core.runtime import Deps
+
+        cfg = Config(signature_version=UNSIGNED, parameter_validation=False, retries={"max_attempts": 1})
+
+        def client(name: str) -> Any:
+            return boto3.client(name, region_name=REGION, config=cfg)
+
+        admin_ddb, admin_sqs, admin_events = client("dynamodb"), client("sqs"), client("events")
+        s = Settings(send_workers=1)
+        admin_ddb.create_table(
+            TableName=s.table_name,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                  {"AttributeName": "sk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
+        vt = str(self.m.delay_visibility_ms // 1000)
+        delay = admin_sqs.create_queue(QueueName="punctual-delay", Attributes={"VisibilityTimeout": vt})["QueueUrl"]
+        delivery = admin_sqs.create_queue(QueueName="punctual-delivery")["QueueUrl"]
+        rejected = admin_sqs.create_queue(QueueName="punctual-rejected")["QueueUrl"]
+        extra = {} if self.wake_early_ms is None else {"wake_early_ms": self.wake_early_ms}
+        self.settings = Settings(send_workers=1, delay_queue_url=delay, delivery_queue_url=delivery,
+                                 rejected_queue_url=rejected, **extra)
+        admin_events.put_rule(Name=s.rule_name, ScheduleExpression="cron(0 0 1 1 ? 2199)", State="DISABLED")
+        self.table_arn_stream = admin_ddb.describe_table(TableName=s.table_name)["Table"]["LatestStreamArn"]
+        self.admin_sqs = admin_sqs
+
+        # Clients: the handlers' (faults, latency), the user's, the Lambda pollers'.
+        self.h_ddb, self.h_sqs, self.h_events = client("dynamodb"), client("sqs"), client("events")
+        self.user_ddb = client("dynamodb")
+        self.esm_sqs = client("sqs")
+        self.streams = client("dynamodbstreams")
+        for c in (self.h_ddb, self.h_sqs, self.h_events):
+            self._hook(c, handler=True)
+        self._hook(self.user_ddb, handler=False, actor="user")
+        self._hook(self.esm_sqs, handler=False, actor="lambda-sqs-poller")
+        self._hook(self.streams, handler=False, actor="lambda-stream-poller")
+        self.deps = Deps(settings=self.settings, clock=self.clock, ddb=self.h_ddb, sqs=self.h_sqs,
+                         events=self.h_events)
+        shard = self.streams.describe_stream(StreamArn=self.table_arn_stream)["StreamDescription"]["Shards"][0]
+        self.shard_id = shard["ShardId"]
+        self.shard_iter = self.streams.get_shard_iterator(
+            StreamArn=self.table_arn_stream, ShardId=self.shard_id, ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        from moto.dynamodb.models import dynamodb_backends
+
+        self.moto_table = dynamodb_backends["123456789012"][REGION].get_table(s.table_name)
+
+    # ---------------------------------------------------------------- botocore hooks
+    def _actor(self, default: str) -> str:
+        proc = self.engine.current
+        return proc.info.get("fn", default) if proc is not None else default
+
+    def _hook(self, client: Any, handler: bool, actor: str = "") -> None:
+        svc = client.meta.service_model.service_name
+        ev = client.meta.events
+
+        def params_hook(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+            context["bench_params"] = params
+
+        def before(model: Any, context: dict[str, Any], **_: Any) -> None:
+            self._sync_time()
+            if not handler:
+                return
+            proc = self.engine.current
+            if proc is None:
+                return
+            lat = self.m.api_latency_ms.get(svc)
+            if lat:
+                ms = self._u(lat)
+                if proc.info.get("fn") == "poller" and model.name in ("UpdateItem", "SendMessageBatch"):
+                    ms = max(1, ms // max(1, self.m.poller_send_parallelism))
+                self.engine.advance(self.engine.now + ms)
+                self._sync_time()
+            if self.faults_on and self.fault_rng.random() < self.m.fault_call_failure_rate:
+                from botocore.exceptions import ClientError
+
+                self.result.counters["injected_call_failures"] += 1
+                code = self.fault_rng.choice(["InternalError", "ThrottlingException"])
+                raise ClientError({"Error": {"Code": code, "Message": "injected by punctual bench"}}, model.name)
+
+        def after(http_response: Any, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+            op = model.name
+            who = self._actor("?") if handler else actor
+            self.result.requests[(who, f"{svc}.{op}")] += 1
+            ok = getattr(http_response, "status_code", 200) < 300
+            params = context.get("bench_params") or {}
+            if svc == "dynamodb":
+                self._account_ddb(op, params, parsed)
+                if ok and op in WRITE_OPS:
+                    self._stream_notify()
+            elif svc == "sqs" and ok:
+                self._observe_sqs(op, params, parsed)
+            elif svc == "events" and ok:
+                self._observe_rule(op, params)
+            if handler and self.faults_on and self.engine.current is not None:
+                if self.fault_rng.random() < self.m.fault_crash_rate:
+                    self.result.counters["injected_crashes"] += 1
+                    raise InjectedCrash(f"crash after {svc}.{op}")
+
+        ev.register(f"provide-client-params.{svc}", params_hook)
+        ev.register(f"before-call.{svc}", before)
+        ev.register(f"after-call.{svc}", after)
+
+    def _account_ddb(self, op: str, params: dict[str, Any], parsed: dict[str, Any]) -> None:
+        r = self.result
+        if op in ("PutItem", "UpdateItem", "DeleteItem"):
+            r.ddb_wru += 1
+        elif op == "BatchWriteItem":
+            r.ddb_wru += sum(len(v) for v in (params.get("RequestItems") or {}).values())
+        elif op == "GetItem":
+            r.ddb_rru += 1 if params.get("ConsistentRead") else 0.5
+        elif op == "BatchGetItem":
+            r.ddb_rru += sum(len(v.get("Keys", [])) for v in (params.get("RequestItems") or {}).values())
+        elif op == "Query":
+            size = sum(len(json.dumps(i)) for i in parsed.get("Items", []))
+            units = max(1, -(-size // 4096))
+            r.ddb_rru += units if params.get("ConsistentRead") else units / 2
+
+    # ---------------------------------------------------------------- SQS: sends observed
+    def _observe_sqs(self, op: str, params: dict[str, Any], parsed: dict[str, Any]) -> None:
+        url = params.get("QueueUrl")
+        proc = self.engine.current
+        if op in ("SendMessageBatch", "SendMessage"):
+            if op == "SendMessage":
+                entries = [dict(params, Id="0")]
+                ok = {"0": parsed.get("MessageId")}
+            else:
+                entries = params.get("Entries", [])
+                ok = {e["Id"]: e.get("MessageId") for e in parsed.get("Successful", [])}
+            sent = [e for e in entries if e["Id"] in ok]
+            if proc is not None:
+                proc.info["sent"] = proc.info.get("sent", 0) + len(sent)
+            if url == self.settings.delivery_queue_url:
+                for e in sent:
+                    body = json.loads(e["MessageBody"])
+                    i = self.sk_index.get(body.get("key"))
+                    if i is not None:
+                        self.result.deliveries.setdefault(i, []).append(self.engine.now - EPOCH_MS)
+            elif url == self.settings.delay_queue_url:
+                for e in sent:
+                    visible = self.engine.now + int(e.get("DelaySeconds", 0)) * 1000
+                    if self.faults_on and self.fault_rng.random() < self.m.fault_call_failure_rate / 10:
+                        self.lost_message_ids.add(ok[e["Id"]])  # SQS loses it: nobody will receive it
+                        self.result.counters["injected_lost_messages"] += 1
+                    early = self.rng.randint(0, self.m.sqs_early_max_ms)
+                    self._esm_schedule(max(self.engine.now, visible - early) + self._u(self.m.sqs_poll_latency_ms),
+                                       visible)
+        elif op == "ChangeMessageVisibility" and url == self.settings.delay_queue_url:
+            back = self.engine.now + int(params.get("VisibilityTimeout", 0)) * 1000
+            self._esm_schedule(back + self._u(self.m.sqs_poll_latency_ms), back)
+
+    # ---------------------------------------------------------------- Lambda invocations
+    def _invoke(self, fn: str, t_ms: int, body: Any, on_done: Any) -> None:
+        """Start ``fn`` at ``t_ms`` in a warm environment if one is free, else after a cold start."""
+        pool = self.warm[fn]
+        pool[:] = [free for free in pool if t_ms - free <= self.m.warm_idle_ms]
+        cold = True
+        for k, free in enumerate(pool):
+            if free <= t_ms:
+                pool.pop(k)
+                cold = False
+                break
+        start = t_ms + (0 if not cold else self._u(self.m.cold_start_ms))
+        init_ms = start - t_ms
+
+        def done(proc: Process) -> None:
+            self.warm[fn].append(proc.ended_ms)
+            err = None
+            if proc.error is not None:
+                err = type(proc.error).__name__
+                if not isinstance(proc.error, InjectedCrash):
+                    self.result.counters[f"handler_error:{fn}:{type(proc.error).__name__}:{str(proc.error)[:80]}"] += 1
+            self.result.invocations.append(
+                Invocation(fn, start - EPOCH_MS, proc.ended_ms - proc.started_ms + init_ms, cold,
+                           proc.info.get("sent", 0), err))
+            on_done(proc)
+
+        def run() -> Any:
+            self.engine.current.info["fn"] = fn
+            self.running[fn] += 1
+            try:
+                return body()
+            finally:
+                self.running[fn] -= 1
+
+        self.engine.spawn(start, run, fn, done)
+
+    # ---------------------------------------------------------------- the rule -> poller
+    def _observe_rule(self, op: str, params: dict[str, Any]) -> None:
+        from functions.core.cron import parse_one_shot_cron
+
+        if op == "PutRule":
+            expr, state = params.get("ScheduleExpression"), params.get("State", "ENABLED")
+            if (expr, state) == self.rule_current:
+                return  # same schedule re-applied: nothing changes (a pending firing stays)
+            self.rule_current = (expr, state)
+            self.rule_gen += 1
+            if state != "ENABLED":
+                return
+            try:
+                minute = parse_one_shot_cron(expr)
+            except ValueError:
+                return
+            if minute <= self.engine.now - self.engine.now % 60_000:
+                # A one-shot cron for a minute that has begun: assume it never fires (invariant 6).
+                self.result.counters[f"armed_for_begun_minute:{self._actor('?')}"] += 1
+                return
+            gen = self.rule_gen
+            fire = minute + self.rng.randint(0, self.m.rule_fire_spread_ms - 1) + self._u(self.m.rule_target_delay_ms)
+            self.engine.at(fire, lambda: self._rule_fired(gen))
+        elif op in ("DisableRule", "DeleteRule"):
+            self.rule_current = (self.rule_current[0], "DISABLED")
+            self.rule_gen += 1
+
+    def _rule_fired(self, gen: int) -> None:
+        if gen != self.rule_gen:
+            return
+        self.result.counters["rule_fired"] += 1
+        self._invoke_poller(self.engine.now, attempt=0)
+
+    def _invoke_poller(self, t: int, attempt: int) -> None:
+        from functions.poller.handler import poll
+
+        def done(proc: Process) -> None:
+            if proc.error is not None and attempt < len(self.m.async_retry_delays_ms):
+                self.result.counters["poller_retries"] += 1
+                delay = self.m.async_retry_delays_ms[attempt]
+                self.engine.at(self.engine.now + delay, lambda: self._invoke_poller(self.engine.now, attempt + 1))
+
+        self._invoke("poller", t, lambda: poll(self.deps), done)
+
+    # ---------------------------------------------------------------- delay queue -> consumer
+    def _esm_limit(self) -> int:
+        m = self.m
+        if self.esm_scale_start is None:
+            return m.esm_initial_concurrency
+        steps = (self.engine.now - self.esm_scale_start) * m.esm_scale_per_minute // 60_000
+        return min(m.esm_max_concurrency, m.esm_initial_concurrency + steps)
+
+    def _esm_schedule(self, t: int, view: int | None = None) -> None:
+        key = t
+        if key in self.esm_polls:
+            return
+        self.esm_polls.add(key)
+        self.engine.at(t, lambda: self._esm_poll(key, view))
+
+    def _esm_poll(self, key: int, view: int | None) -> None:
+        self.esm_polls.discard(key)
+        if self.esm_inflight >= self._esm_limit():
+            self.esm_waiting = True
+            if self.esm_scale_start is None:
+                self.esm_scale_start = self.engine.now
+            return
+        self.sqs_view_ms = max(self.engine.now, view or 0)
+        try:
+            resp = self.esm_sqs.receive_message(
+                QueueUrl=self.settings.delay_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                AttributeNames=["All"],
+            )
+        finally:
+            self.sqs_view_ms = None
+        msgs = resp.get("Messages", [])
+        lost = [m for m in msgs if m["MessageId"] in self.lost_message_ids]
+        if lost:
+            self.esm_sqs.delete_message_batch(
+                QueueUrl=self.settings.delay_queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(lost)])
+            msgs = [m for m in msgs if m["MessageId"] not in self.lost_message_ids]
+        if not msgs:
+            return
+        if len(msgs) + len(lost) == 10:  # more may be waiting: poll again right away
+            self._esm_schedule(self.engine.now + self._u(self.m.sqs_poll_latency_ms))
+        self.esm_inflight += 1
+        received_at = self.engine.now
+        arn = f"arn:aws:sqs:{REGION}:123456789012:punctual-delay"
+        event = {"Records": [{
+            "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+            "attributes": dict(m.get("Attributes", {})), "messageAttributes": {}, "md5OfBody": m.get("MD5OfBody"),
+            "eventSource": "aws:sqs", "eventSourceARN": arn, "awsRegion": REGION,
+        } for m in msgs]}
+
+        from functions.consumer.handler import consume
+
+        def done(proc: Process) -> None:
+            self.esm_inflight -= 1
+            if proc.error is None and isinstance(proc.result, dict):
+                failed = {f.get("itemIdentifier") for f in proc.result.get("batchItemFailures", [])}
+            else:
+                failed = {m["MessageId"] for m in msgs}
+                self.result.counters["consumer_failed_batches"] += 1
+            ok = [m for m in msgs if m["MessageId"] not in failed]
+            if ok:
+                self.esm_sqs.delete_message_batch(
+                    QueueUrl=self.settings.delay_queue_url,
+                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(ok)])
+            if failed:
+                self.result.counters["consumer_records_retried"] += len(failed)
+                back = received_at + self.m.delay_visibility_ms
+                self._esm_schedule(back + self._u(self.m.sqs_poll_latency_ms), back)
+            if self.esm_waiting:
+                self.esm_waiting = False
+                self._esm_schedule(self.engine.now + self._u(self.m.sqs_poll_latency_ms))
+            elif self.esm_inflight == 0:
+                self.esm_scale_start = None
+
+        self._invoke("consumer", self.engine.now, lambda: consume(event, self.deps), done)
+
+    # ---------------------------------------------------------------- stream -> editor
+    def _stream_notify(self) -> None:
+        if self.stream_busy or self.stream_scheduled:
+            return
+        self.stream_scheduled = True
+        self.engine.at(self.engine.now + self._u(self.m.stream_latency_ms), self._stream_poll)
+
+    def _stream_poll(self) -> None:
+        """What Lambda's stream poller does: take up to a batch of new records, apply the
+        filter criteria, invoke the editor with what passes (GetRecords by Lambda is free).
+
+        The records are read from moto's shard directly (the same JSON the dynamodbstreams
+        client returns, minus ~30 ms of response serialisation per call), then forgotten:
+        moto keeps every record forever, the real stream 24 h."""
+        self.stream_scheduled = False
+        if self.stream_busy:
+            return
+        shard = self.moto_table.stream_shard
+        take = shard.items[: self.m.stream_batch_size]
+        del shard.items[: len(take)]
+        shard.starting_sequence_number += len(take)
+        raw = [item.to_json() for item in take]
+        records = [r for r in (_lambda_record(x, self.table_arn_stream) for x in raw) if _passes_editor_filter(r)]
+        self.result.counters["stream_records"] += len(raw)
+        self.result.requests[("lambda-stream-poller", "dynamodbstreams.GetRecords")] += 1
+        if records:
+            self._invoke_editor(records, attempt=0)
+        elif self._stream_more():
+            self._stream_notify()
+
+    def _stream_more(self) -> bool:
+        return bool(self.moto_table.stream_shard.items)
+
+    def _invoke_editor(self, records: list[dict[str, Any]], attempt: int) -> None:
+        from functions.editor.handler import process_stream
+
+        self.stream_busy = True
+
+        def done(proc: Process) -> None:
+            retry: list[dict[str, Any]] = []
+            if proc.error is not None or not isinstance(proc.result, dict):
+                retry = records
+            else:
+                failed = [f.get("itemIdentifier") for f in proc.result.get("batchItemFailures", [])]
+                if failed:
+                    lowest = min(int(x) for x in failed if x is not None)
+                    retry = [r for r in records if int(r["dynamodb"]["SequenceNumber"]) >= lowest]
+            if retry and attempt < self.m.stream_max_retries:
+                self.result.counters["editor_retries"] += 1
+                self.engine.at(self.engine.now + self.m.stream_retry_delay_ms,
+                               lambda: self._invoke_editor(retry, attempt + 1))
+                return
+            if retry:
+                self.result.counters["editor_batches_to_dlq"] += 1
+            self.stream_busy = False
+            if self._stream_more():
+                self._stream_notify()
+
+        self._invoke("editor", self.engine.now, lambda: process_stream({"Records": records}, self.deps), done)
+
+    # ---------------------------------------------------------------- the workload
+    def _insert(self, i: int) -> None:
+        from functions.core.keys import encode_sk
+
+        sk = encode_sk(EPOCH_MS + self.sc.dues[i], f"t{i:07d}")
+        self.sk_index[sk] = i
+        if self.running["poller"]:
+            self.result.counters["inserts_during_a_poll"] += 1
+        self.user_ddb.put_item(TableName=self.settings.table_name, Item={
+            "pk": {"S": self.settings.partition_key_value}, "sk": {"S": sk},
+            "payload": {"M": {"task": {"N": str(i)}, "kind": {"S": "bench"}}},
+        })
+
+    def _housekeeping(self) -> None:
+        """Empty the delivery queue now and then (nobody reads it; moto scans it on every send)."""
+        self.admin_sqs.purge_queue(QueueUrl=self.settings.delivery_queue_url)
+        if self.engine.now - EPOCH_MS < self.sc.horizon_ms:
+            self.engine.at(self.engine.now + 3_600_000, self._housekeeping)
+
+    # ---------------------------------------------------------------- run
+    def run(self) -> RunResult:
+        import time as _time
+
+        from freezegun import freeze_time
+        from moto import mock_aws
+
+        from functions.core import observability as obs
+
+        os.environ.setdefault("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
+        wall = _time.perf_counter()
+        sink = _LogSink()
+        with freeze_time(datetime.fromtimestamp(EPOCH_MS / 1000, tz=UTC)) as frozen, mock_aws():
+            self.frozen = frozen
+            patches = self._moto_speedups()
+            obs.set_stream(sink)
+            try:
+                self._setup()
+                for i in self.sc.order():
+                    self.engine.at(EPOCH_MS + self.sc.inserts[i], lambda i=i: self._insert(i))
+                self.engine.at(EPOCH_MS + 3_600_000, self._housekeeping)
+                self.engine.run(EPOCH_MS + self.sc.horizon_ms)
+            finally:
+                obs.set_stream(None)
+                for obj, name, old in reversed(patches):
+                    setattr(obj, name, old)
+        self.result.log_bytes = sink.bytes
+        self.result.counters["engine_events"] = self.engine.events_run
+        self.result.wall_s = _real_elapsed(wall)
+        return self.result
+
+
+def _orig_ms(dt: Any) -> float:
+    from moto.core.utils import unix_time_millis
+
+    return unix_time_millis(dt)
+
+
+def _orig_s(dt: Any) -> float:
+    from moto.core.utils import unix_time
+
+    return unix_time(dt)
+
+
+def _real_elapsed(start: float) -> float:
+    """perf_counter is frozen by freezegun inside the run; outside it is real again."""
+    import time as _time
+
+    return _time.perf_counter() - start

@@ -1,0 +1,115 @@
+"""Seeded, reproducible workloads: when each task is inserted and when it is due.
+
+Times are ms relative to the start of the run (the simulator adds its epoch).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+SECOND, MINUTE, HOUR, DAY = 1_000, 60_000, 3_600_000, 86_400_000
+
+
+@dataclass
+class Scenario:
+    name: str
+    description: str
+    inserts: list[int]  # insert time of task i (ms from start)
+    dues: list[int]  # due time of task i (ms from start)
+    horizon_ms: int  # the run ends here (every task is due well before)
+    faults: bool = False
+    params: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.dues)
+
+    def order(self) -> list[int]:
+        return sorted(range(self.n), key=lambda i: (self.inserts[i], i))
+
+
+def _log_uniform(rng: random.Random, lo: float, hi: float) -> float:
+    return math.exp(rng.uniform(math.log(lo), math.log(hi)))
+
+
+def _finish(name, desc, inserts, dues, faults=False, tail_ms=30 * MINUTE, **params) -> Scenario:
+    return Scenario(name, desc, inserts, dues, max(dues) + tail_ms, faults, params)
+
+
+def steady(seed: int, n: int = 100_000, days: float = 7) -> Scenario:
+    rng = random.Random(seed)
+    span = int(days * DAY)
+    inserts = [rng.randrange(0, span) for _ in range(n)]
+    dues = [t + int(_log_uniform(rng, SECOND, span)) for t in inserts]
+    return _finish("steady", f"{n:,} tasks inserted over {days:g} days, lead log-uniform 1 s..{days:g} days",
+                   inserts, dues, n=n, days=days)
+
+
+def late(seed: int, n: int = 20_000, hours: float = 1) -> Scenario:
+    """Half the rows are late inserts (0.1-900 s before due), half long-lead rows that keep
+    polls busy, so late inserts land while a poll runs."""
+    rng = random.Random(seed)
+    span = int(hours * HOUR)
+    inserts, dues = [], []
+    for i in range(n):
+        t = rng.randrange(0, span)
+        lead = rng.uniform(100, 900_000) if i % 2 == 0 else rng.uniform(15 * MINUTE, 3 * HOUR)
+        inserts.append(t)
+        dues.append(t + int(lead))
+    return _finish("late", f"{n:,} tasks over {hours:g} h: half inserted 0.1-900 s before due, half 15 min-3 h",
+                   inserts, dues, n=n, hours=hours)
+
+
+def burst(seed: int, n: int = 50_000) -> Scenario:
+    rng = random.Random(seed)
+    due = 3 * HOUR + 123  # all due within the same second
+    inserts = [rng.randrange(HOUR, due - 20 * MINUTE) for _ in range(n)]
+    dues = [due + rng.randrange(0, 1000) for _ in range(n)]
+    return _finish("burst", f"{n:,} tasks due in the same second, inserted 20 min-2 h before", inserts, dues, n=n)
+
+
+def idle(seed: int, days: float = 7) -> Scenario:
+    rng = random.Random(seed)
+    span = int(days * DAY)
+    inserts = [rng.randrange(0, span // 2) for _ in range(3)]
+    dues = [t + rng.randrange(HOUR, span // 2) for t in inserts]
+    return Scenario("idle", f"3 tasks over {days:g} days", inserts, dues, span, params={"days": days})
+
+
+def faults(seed: int, n: int = 100_000, days: float = 7) -> Scenario:
+    sc = steady(seed, n, days)
+    sc.name, sc.faults = "faults", True
+    sc.description = f"steady ({n:,} tasks, {days:g} days) with 1% of AWS calls failing and random crashes"
+    return sc
+
+
+# Default sizes. The issue asks for 100,000 (steady, faults) and 50,000 (burst) tasks; with the
+# real handlers on moto (~3 ms of CPU per AWS call, ~12 calls per task) that is ~80 minutes per
+# scenario on 2 cores, so the defaults are what fits in ~10 minutes. `--tasks N` runs any size.
+FULL_TASKS = {"steady": 10_000, "late": 5_000, "burst": 10_000, "faults": 10_000}
+FULL = {
+    "steady": lambda seed: steady(seed, n=FULL_TASKS["steady"]),
+    "late": lambda seed: late(seed, n=FULL_TASKS["late"]),
+    "burst": lambda seed: burst(seed, n=FULL_TASKS["burst"]),
+    "idle": lambda seed: idle(seed),
+    "faults": lambda seed: faults(seed, n=FULL_TASKS["faults"]),
+}
+QUICK = {
+    "steady": lambda seed: steady(seed, n=400, days=0.5),
+    "late": lambda seed: late(seed, n=300, hours=0.25),
+    "burst": lambda seed: burst(seed, n=1_000),
+    "idle": lambda seed: idle(seed, days=7),
+    "faults": lambda seed: faults(seed, n=300, days=0.5),
+}
+NAMES = list(FULL)
+
+
+def build(name: str, seed: int, quick: bool = False, n: int | None = None) -> Scenario:
+    if n is not None and name in ("steady", "faults", "late", "burst"):
+        kw = {"n": n}
+        if quick and name in ("steady", "faults"):
+            kw["days"] = 0.5
+        return {"steady": steady, "late": late, "burst": burst, "faults": faults}[name](seed, **kw)
+    return (QUICK if quick else FULL)[name](seed)
