@@ -367,7 +367,8 @@ class Scheduler(Construct):
 
         self._allow(self.editor_function, EDITOR_TABLE_ACTIONS, [table_arn])
         self._allow(self.editor_function, SEND_ACTIONS, [self.delay_queue.queue_arn, self.rejected_queue.queue_arn])
-        self._allow(self.editor_function, RULE_ACTIONS, [rule_arn])
+        # DescribeRule: the editor checks the rule matches the meta row before relying on it.
+        self._allow(self.editor_function, (*RULE_ACTIONS, "events:DescribeRule"), [rule_arn])
 
         if encryption_key is not None:
             for fn in (self.poller_function, self.consumer_function, self.editor_function):

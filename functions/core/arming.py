@@ -34,13 +34,19 @@ _KEY = {"pk": {"S": META_PK}, "sk": {"S": META_ARM_SK}}
 class ArmState:
     armed_ms: int | None  # None: disabled
     version: int  # 0: the meta row does not exist yet
+    polling_ms: int | None = None  # a poll started then and has not finished its arming yet
 
 
 def _state(item: dict[str, Any] | None) -> ArmState:
     if not item:
         return ArmState(None, 0)
     armed = item.get("armed_ms", {}).get("N")
-    return ArmState(int(armed) if armed is not None else None, int(item.get("version", {}).get("N", "0")))
+    polling = item.get("polling_ms", {}).get("N")
+    return ArmState(
+        int(armed) if armed is not None else None,
+        int(item.get("version", {}).get("N", "0")),
+        int(polling) if polling is not None else None,
+    )
 
 
 def read_arm(ddb: Any, s: Settings, clock: Clock) -> ArmState:
@@ -53,8 +59,11 @@ def read_arm(ddb: Any, s: Settings, clock: Clock) -> ArmState:
 def compare_and_set(
     ddb: Any, s: Settings, clock: Clock, expected_version: int, armed_ms: int | None
 ) -> ArmState | None:
-    """Set the arm if nobody wrote since ``expected_version``; None if someone did."""
-    names = {"#v": "version", "#a": "armed_ms", "#u": "updated_ms"}
+    """Set the arm if nobody wrote since ``expected_version``; None if someone did.
+
+    Only the poller calls this, at the end of a poll: it also clears ``polling_ms``.
+    """
+    names = {"#v": "version", "#a": "armed_ms", "#u": "updated_ms", "#p": "polling_ms"}
     values: dict[str, Any] = {":next": {"N": str(expected_version + 1)}, ":now": {"N": str(clock.now_ms())}}
     if expected_version == 0:
         cond = "attribute_not_exists(#v)"
@@ -62,9 +71,9 @@ def compare_and_set(
         cond = "#v = :expected"
         values[":expected"] = {"N": str(expected_version)}
     if armed_ms is None:
-        update = "SET #v = :next, #u = :now REMOVE #a"
+        update = "SET #v = :next, #u = :now REMOVE #a, #p"
     else:
-        update = "SET #v = :next, #u = :now, #a = :armed"
+        update = "SET #v = :next, #u = :now, #a = :armed REMOVE #p"
         values[":armed"] = {"N": str(armed_ms)}
     if not conditional_update(
         ddb,
@@ -81,7 +90,13 @@ def compare_and_set(
 
 
 def arm_no_later_than(
-    ddb: Any, s: Settings, clock: Clock, minute_ms: int, replace_before_ms: int, rounds: int = 8
+    ddb: Any,
+    s: Settings,
+    clock: Clock,
+    minute_ms: int,
+    replace_before_ms: int,
+    rounds: int = 8,
+    polling_since_ms: int | None = None,
 ) -> ArmState:
     """Arm for ``minute_ms`` unless an earlier, live arm exists; always bump the version.
 
@@ -103,10 +118,15 @@ def arm_no_later_than(
         ":one": {"N": "1"},
         ":now": now,
     }
+    mark = ""
+    if polling_since_ms is not None:  # the poller announces itself (see arm_is_current)
+        names["#p"] = "polling_ms"
+        values[":poll"] = {"N": str(polling_since_ms)}
+        mark = ", #p = :poll"
     for _ in range(rounds):
         for update, cond in (
-            ("SET #a = :m, #u = :now ADD #v :one", "attribute_not_exists(#a) OR #a > :m OR #a < :cut"),
-            ("SET #u = :now ADD #v :one", "attribute_exists(#a) AND #a <= :m AND #a >= :cut"),
+            (f"SET #a = :m, #u = :now{mark} ADD #v :one", "attribute_not_exists(#a) OR #a > :m OR #a < :cut"),
+            (f"SET #u = :now{mark} ADD #v :one", "attribute_exists(#a) AND #a <= :m AND #a >= :cut"),
         ):
             try:
                 resp = call_with_retry(
@@ -142,6 +162,30 @@ def applicable_minute(armed_ms: int, now_ms: int) -> int:
     next safe minute instead makes that poll up to a minute late, never lost.
     """
     return max(armed_ms, next_minute_after(now_ms + APPLY_MARGIN_MS - 1))
+
+
+def arm_is_current(state: ArmState, minute_ms: int, now_ms: int, stale_poll_ms: int) -> bool:
+    """Does the meta row already promise a poll by ``minute_ms``, with no poll in progress?
+
+    Then an editor needs to write nothing: the armed poll starts after this moment, so
+    it reads every row committed before it (the editor only sees committed rows). A
+    poll in progress (``polling_ms`` set, not stale) may have read the table before the
+    editor's row and must be made to re-plan: the editor then takes the full path
+    (:func:`arm_no_later_than` bumps the version its compare-and-set checks).
+    """
+    if state.armed_ms is None or state.armed_ms > minute_ms:
+        return False
+    if state.armed_ms < applicable_minute(state.armed_ms, now_ms):
+        return False  # begun, or too close to apply: not a promise any more
+    return state.polling_ms is None or state.polling_ms < now_ms - stale_poll_ms
+
+
+def rule_matches(events: Any, s: Settings, clock: Clock, state: ArmState) -> bool:
+    """Is the rule armed as the row says? (A writer may have died between the two.)"""
+    rule = call_with_retry(lambda: events.describe_rule(Name=s.rule_name), clock)
+    if state.armed_ms is None:
+        return rule.get("State") == "DISABLED"
+    return rule.get("State") == "ENABLED" and rule.get("ScheduleExpression") == one_shot_cron(state.armed_ms)
 
 
 def apply_rule(events: Any, s: Settings, clock: Clock, armed_ms: int | None) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from functions.core import observability as obs
-from functions.core.arming import arm_no_later_than, sync_rule
+from functions.core.arming import arm_is_current, arm_no_later_than, read_arm, rule_matches, sync_rule
 from functions.core.models import RowRejected, task_from_item
 from functions.core.runtime import Deps, default_deps
 from functions.core.sending import claim_and_send
@@ -101,9 +101,14 @@ def process_plan(deps: Deps, plan: BatchPlan) -> EditorReport:
     if plan.arm_minute_ms is not None:
         now = clock.now_ms()
         try:
-            armed = arm_no_later_than(deps.ddb, s, clock, plan.arm_minute_ms,
-                                      replace_before_ms=now - s.stale_arm_seconds * 1000)
-            state = sync_rule(deps.ddb, deps.events, s, clock, armed)
+            # Usually a poll is already armed early enough: one read (and a free
+            # DescribeRule) instead of a write, a read and a PutRule (invariant 7).
+            state = read_arm(deps.ddb, s, clock)
+            stale_ms = s.stale_arm_seconds * 1000
+            if not (arm_is_current(state, plan.arm_minute_ms, now, stale_ms)
+                    and rule_matches(deps.events, s, clock, state)):
+                armed = arm_no_later_than(deps.ddb, s, clock, plan.arm_minute_ms, replace_before_ms=now - stale_ms)
+                state = sync_rule(deps.ddb, deps.events, s, clock, armed)
             report.armed_ms = state.armed_ms
         except Exception as exc:
             for c in plan.arming_records:

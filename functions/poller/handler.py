@@ -86,7 +86,8 @@ def poll(deps: Deps) -> PollReport:
 
     # 1. Safety net first: if this invocation dies anywhere below, a poll still follows.
     safety = minute_not_before(started + s.orphan_grace_ms, started + ARM_MARGIN_MS)
-    state = arm_no_later_than(deps.ddb, s, clock, safety, replace_before_ms=started + 1)
+    state = arm_no_later_than(deps.ddb, s, clock, safety, replace_before_ms=started + 1,
+                              polling_since_ms=started)
     state = sync_rule(deps.ddb, deps.events, s, clock, state)  # the meta row as applied (its version)
 
     # 2-3. The window, from the oldest row (past due counts) to its end.

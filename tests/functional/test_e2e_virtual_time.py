@@ -203,9 +203,10 @@ def crash_scenario(stack) -> tuple[dict[str, Expected], list[str]]:
 
 # The AWS calls of a clean run (test_clean_run_makes_exactly_these_calls keeps these true).
 # Editor, first batch: reject the bad row (read it as it is now, queue the rejection, delete
-# it), claim the three valid rows, send them, arm the rule, apply it, read the meta row back.
+# it), claim the three valid rows, send them, read the meta row (nothing armed yet, so it
+# must arm), arm the rule, apply it, read the meta row back.
 EDITOR_CALLS = ["GetItem", "SendMessage", "DeleteItem", "UpdateItem", "UpdateItem", "UpdateItem",
-                "SendMessageBatch", "UpdateItem", "PutRule", "GetItem"]
+                "SendMessageBatch", "GetItem", "UpdateItem", "PutRule", "GetItem"]
 # Consumer: past and soon arrive in one batch (two groups), five alone: read, deliver, delete.
 CONSUMER_CALLS = ["BatchGetItem", "SendMessageBatch", "DeleteItem"] * 3
 

@@ -105,8 +105,41 @@ def test_earlier_row_rearms_earlier_and_later_row_never_later(stack, reader):
     run(stack, reader)
     v3 = read_arm(stack.ddb, s, stack.deps.clock)
     assert v3.armed_ms == earlier, "a later row must never move the arm later"
-    assert v3.version > v2.version, "every batch with rows bumps the version (a running poll re-plans)"
+    assert v3.version == v2.version, "an arm that already covers the row, no poll running: no write"
     assert stack.rule()["ScheduleExpression"] == one_shot_cron(earlier)
+
+
+def test_row_arriving_during_a_poll_bumps_the_version_so_the_poll_replans(stack, reader):
+    """A poll in progress (it marked polling_ms when it armed its safety net) may have read the
+    table before this row: the editor must write, so the poll's compare-and-set fails."""
+    from functions.core.arming import arm_no_later_than
+
+    s, clock = stack.settings, stack.deps.clock
+    stack.put_raw(sk(T0_MS + 3 * DAY, "a"), {"x": "1"})
+    run(stack, reader)
+    before = read_arm(stack.ddb, s, clock)
+    assert before.polling_ms is None
+    polling = arm_no_later_than(stack.ddb, s, clock, before.armed_ms, replace_before_ms=T0_MS,
+                                polling_since_ms=T0_MS)
+    assert polling.polling_ms == T0_MS and polling.armed_ms == before.armed_ms
+    stack.put_raw(sk(T0_MS + 4 * DAY, "b"), {"x": "1"})  # later: the arm already covers it
+    run(stack, reader)
+    after = read_arm(stack.ddb, s, clock)
+    assert after.armed_ms == before.armed_ms and after.version > polling.version
+
+
+def test_rule_out_of_step_with_the_meta_row_is_repaired(stack, reader):
+    """A writer that died between the meta write and PutRule leaves the rule behind the row; the
+    next editor batch that relies on the row checks the rule and re-applies it."""
+    s = stack.settings
+    stack.put_raw(sk(T0_MS + 3 * DAY, "a"), {"x": "1"})
+    run(stack, reader)
+    armed = read_arm(stack.ddb, s, stack.deps.clock).armed_ms
+    stack.events.disable_rule(Name=s.rule_name)  # as if the writer died before applying
+    stack.put_raw(sk(T0_MS + 4 * DAY, "b"), {"x": "1"})
+    run(stack, reader)
+    assert stack.rule()["State"] == "ENABLED"
+    assert stack.rule()["ScheduleExpression"] == one_shot_cron(armed)
 
 
 BIG = "x" * 390_000  # near DynamoDB's 400 KB item limit: the rejection must still fit SQS

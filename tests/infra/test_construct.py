@@ -323,7 +323,7 @@ def test_least_privilege(demo):
         pairs(logs, log_group(s.editor_function))
         | pairs(["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"], table)
         | pairs(["sqs:SendMessage"], delay, rejected)
-        | pairs(["events:PutRule", "events:DisableRule"], rule_arn)
+        | pairs(["events:PutRule", "events:DisableRule", "events:DescribeRule"], rule_arn)
         # the DynamoDB event source
         | pairs(["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"], stream)
         | pairs(["dynamodb:ListStreams"], "*")
