@@ -15,6 +15,7 @@ from typing import Any
 from functions.consumer.handler import consume
 from functions.core.keys import encode_sk
 from functions.core.models import DelayMessage
+from punctual.lambda_events import sqs_record
 from tests.support import REGION, Stack
 
 VISIBILITY_TIMEOUT_S = 30  # moto's default for the delay queue
@@ -25,17 +26,7 @@ def queue_arn(stack: Stack, url: str) -> str:
 
 
 def to_lambda_record(msg: dict[str, Any], arn: str) -> dict[str, Any]:
-    return {
-        "messageId": msg["MessageId"],
-        "receiptHandle": msg["ReceiptHandle"],
-        "body": msg["Body"],
-        "attributes": dict(msg.get("Attributes", {})),
-        "messageAttributes": {},
-        "md5OfBody": msg.get("MD5OfBody", ""),
-        "eventSource": "aws:sqs",
-        "eventSourceARN": arn,
-        "awsRegion": REGION,
-    }
+    return sqs_record(msg, arn, REGION)
 
 
 def receive_event(stack: Stack, max_messages: int = 10) -> dict[str, Any]:

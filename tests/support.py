@@ -11,6 +11,7 @@ import boto3
 
 from functions.core.config import Settings
 from functions.core.runtime import Deps
+from punctual.lambda_events import stream_record
 
 REGION = "us-east-1"
 T0_MS = 1_798_761_600_000  # 2027-01-01T00:00:00Z
@@ -194,30 +195,4 @@ class StreamReader:
 
 def lambda_record(rec: dict[str, Any], stream_arn: str) -> dict[str, Any]:
     """A boto3 dynamodbstreams record -> the JSON Lambda hands to the function."""
-    import base64 as _b64
-
-    def attr(v: Any) -> Any:
-        if isinstance(v, (bytes, bytearray)):
-            return _b64.b64encode(bytes(v)).decode("ascii")
-        if isinstance(v, dict):
-            return {k: attr(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [attr(x) for x in v]
-        return v
-
-    data = dict(rec["dynamodb"])
-    created = data.get("ApproximateCreationDateTime")
-    if hasattr(created, "timestamp"):
-        data["ApproximateCreationDateTime"] = int(created.timestamp())
-    for name in ("Keys", "NewImage", "OldImage"):
-        if name in data:
-            data[name] = attr(data[name])
-    return {
-        "eventID": rec.get("eventID"),
-        "eventName": rec["eventName"],
-        "eventVersion": rec.get("eventVersion", "1.1"),
-        "eventSource": "aws:dynamodb",
-        "awsRegion": rec.get("awsRegion", REGION),
-        "dynamodb": data,
-        "eventSourceARN": stream_arn,
-    }
+    return stream_record(rec, stream_arn, REGION)

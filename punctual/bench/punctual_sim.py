@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from punctual.lambda_events import stream_record
+
 from .engine import Engine, Process, SimClock
 from .models import Models
 from .scenarios import Scenario
@@ -86,35 +88,6 @@ class _LogSink:
         pass
 
 
-def _lambda_record(rec: dict[str, Any], stream_arn: str) -> dict[str, Any]:
-    """A dynamodbstreams record -> the JSON Lambda hands to the function."""
-    import base64
-
-    def attr(v: Any) -> Any:
-        if isinstance(v, (bytes, bytearray)):
-            return base64.b64encode(bytes(v)).decode("ascii")
-        if isinstance(v, dict):
-            return {k: attr(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [attr(x) for x in v]
-        return v
-
-    data = dict(rec["dynamodb"])
-    created = data.get("ApproximateCreationDateTime")
-    if hasattr(created, "timestamp"):
-        data["ApproximateCreationDateTime"] = int(created.timestamp())
-    for name in ("Keys", "NewImage", "OldImage"):
-        if name in data:
-            data[name] = attr(data[name])
-    return {
-        "eventID": rec.get("eventID"),
-        "eventName": rec["eventName"],
-        "eventVersion": rec.get("eventVersion", "1.1"),
-        "eventSource": "aws:dynamodb",
-        "awsRegion": REGION,
-        "dynamodb": data,
-        "eventSourceARN": stream_arn,
-    }
 
 
 def _passes_editor_filter(rec: dict[str, Any]) -> bool:
@@ -531,7 +504,7 @@ class PunctualSim:
         del shard.items[: len(take)]
         shard.starting_sequence_number += len(take)
         raw = [item.to_json() for item in take]
-        records = [r for r in (_lambda_record(x, self.table_arn_stream) for x in raw) if _passes_editor_filter(r)]
+        records = [r for r in (stream_record(x, self.table_arn_stream, REGION) for x in raw) if _passes_editor_filter(r)]
         self.result.counters["stream_records"] += len(raw)
         self.result.requests[("lambda-stream-poller", "dynamodbstreams.GetRecords")] += 1
         if records:

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import random
 import threading
@@ -22,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from functions.core.cron import MINUTE_MS, parse_one_shot_cron
+from punctual.lambda_events import sqs_record, stream_record
 
 from .filters import passes, sqs_view
 from .invoke import LocalFunction
@@ -143,36 +143,6 @@ class RuleDriver(Driver):
             self._invoke(fn, event, attempt)
 
 
-def sqs_record(msg: dict[str, Any], queue: Queue, region: str) -> dict[str, Any]:
-    """One Lambda SQS event record from a ReceiveMessage message."""
-    attrs = msg.get("Attributes", {})
-    record_attrs = {
-        k: attrs[k]
-        for k in ("ApproximateReceiveCount", "SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp",
-                  "MessageGroupId", "MessageDeduplicationId", "SequenceNumber", "AWSTraceHeader")
-        if k in attrs
-    }
-    message_attrs = {}
-    for name, value in (msg.get("MessageAttributes") or {}).items():
-        out = {"dataType": value.get("DataType"), "stringListValues": [], "binaryListValues": []}
-        if "StringValue" in value:
-            out["stringValue"] = value["StringValue"]
-        if "BinaryValue" in value:
-            out["binaryValue"] = base64.b64encode(value["BinaryValue"]).decode("ascii")
-        message_attrs[name] = out
-    return {
-        "messageId": msg["MessageId"],
-        "receiptHandle": msg["ReceiptHandle"],
-        "body": msg["Body"],
-        "attributes": record_attrs,
-        "messageAttributes": message_attrs,
-        "md5OfBody": msg.get("MD5OfBody", ""),
-        "eventSource": "aws:sqs",
-        "eventSourceARN": queue.arn,
-        "awsRegion": region,
-    }
-
-
 def failed_ids(result: Any, ids: list[str], report_failures: bool) -> set[str] | None:
     """Ids to leave on the queue; None: the whole batch failed (Lambda's rules for partial responses)."""
     if not report_failures:
@@ -256,7 +226,7 @@ class SqsDriver(Driver):
     def _batch(self, messages: list[dict[str, Any]]) -> None:
         try:
             self.batches += 1
-            records = [sqs_record(m, self.queue, self.region) for m in messages]
+            records = [sqs_record(m, self.queue.arn, self.region) for m in messages]
             records = [r for r in records if passes(self.mapping.filters, sqs_view(r))]  # others: processed
             event = {"Records": records}
             ids = [r["messageId"] for r in records]
@@ -284,39 +254,6 @@ class SqsDriver(Driver):
             self.log("sqs", f"{self.queue.name}: {type(exc).__name__}: {exc}")
         finally:
             self.slots.release()
-
-
-def _lambda_av(value: Any) -> Any:
-    """boto3 decodes binary attribute values to bytes; Lambda events carry base64 text."""
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, dict):
-        return {k: _lambda_av(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_lambda_av(v) for v in value]
-    return value
-
-
-def stream_record(rec: dict[str, Any], table: Table, region: str) -> dict[str, Any]:
-    ddb = dict(rec.get("dynamodb", {}))
-    created = ddb.get("ApproximateCreationDateTime")
-    if isinstance(created, datetime):
-        ddb["ApproximateCreationDateTime"] = created.timestamp()
-    for k in ("Keys", "NewImage", "OldImage"):
-        if k in ddb:
-            ddb[k] = _lambda_av(ddb[k])
-    out = {
-        "eventID": rec.get("eventID"),
-        "eventName": rec.get("eventName"),
-        "eventVersion": rec.get("eventVersion", "1.1"),
-        "eventSource": "aws:dynamodb",
-        "awsRegion": rec.get("awsRegion", region),
-        "dynamodb": ddb,
-        "eventSourceARN": table.stream_arn,
-    }
-    if "userIdentity" in rec:
-        out["userIdentity"] = rec["userIdentity"]
-    return out
 
 
 class StreamDriver(Driver):
@@ -412,7 +349,7 @@ class StreamDriver(Driver):
     def _invoke(self, batch: list[dict[str, Any]]) -> int:
         """Invoke with ``batch`` (filtered); the number of leading records that succeeded."""
         self.batches += 1
-        records = [stream_record(r, self.table, self.region) for r in batch]
+        records = [stream_record(r, self.table.stream_arn, self.region) for r in batch]
         keep = [i for i, r in enumerate(records) if passes(self.mapping.filters, r)]
         if not keep:
             return len(batch)  # filtered out: processed
@@ -424,7 +361,7 @@ class StreamDriver(Driver):
         return self._invoke_records(batch)
 
     def _invoke_records(self, batch: list[dict[str, Any]]) -> int:
-        event = {"Records": [stream_record(r, self.table, self.region) for r in batch]}
+        event = {"Records": [stream_record(r, self.table.stream_arn, self.region) for r in batch]}
         seqs = [r["dynamodb"].get("SequenceNumber") for r in batch]
         try:
             result = self.fn.invoke(event, "process_stream")
