@@ -15,13 +15,14 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 test: $(STAMP)
+	$(BIN)/ruff check functions infra punctual tests bench
 	$(BIN)/python -m pytest
 
 test-long: $(STAMP)
 	$(BIN)/python -m pytest -m long
 
 lint: $(STAMP)
-	$(BIN)/ruff check functions infra punctual tests
+	$(BIN)/ruff check functions infra punctual tests bench
 
 demo: $(STAMP)
 	$(BIN)/punctual demo
