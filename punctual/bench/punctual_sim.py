@@ -20,6 +20,7 @@ What the simulator models (parameters in :mod:`punctual.bench.models`):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -104,9 +105,16 @@ def _passes_editor_filter(rec: dict[str, Any]) -> bool:
 
 
 class PunctualSim:
-    def __init__(self, scenario: Scenario, models: Models, seed: int, wake_early_ms: int | None = None):
+    def __init__(self, scenario: Scenario, models: Models, seed: int, wake_early_ms: int | None = None,
+                 backend: str = "moto"):
         """``wake_early_ms``: override the setting (0 = the earlier design: DelaySeconds ceiled
-        towards the due time itself, the message never visible before due)."""
+        towards the due time itself, the message never visible before due).
+
+        ``backend``: "moto" (boto3 clients against moto in process) or "fake" (the in-memory
+        fake of :mod:`punctual.bench.fastaws`: no botocore, no moto, ~10x less CPU per task)."""
+        if backend not in ("moto", "fake"):
+            raise ValueError(f"unknown backend {backend!r}")
+        self.backend = backend
         self.sc, self.m, self.seed = scenario, models, seed
         self.wake_early_ms = wake_early_ms
         self.rng = random.Random(seed * 7919 + 17)
@@ -166,6 +174,39 @@ class PunctualSim:
                      "approximate_number_of_messages_not_visible"):
             patch(sqsm.Queue, prop, property(lambda self: 0))
         return patches
+
+    def _setup_fake(self) -> None:
+        from functions.core.config import Settings
+        from functions.core.runtime import Deps
+
+        from .fastaws import BenchAws, BenchClient
+
+        sim = self
+
+        class _ViewClock:  # what the fake sees as "now" (SQS receives look at the view time)
+            def now_ms(self) -> int:
+                return sim.sqs_view_ms if sim.sqs_view_ms is not None else sim.engine.now
+
+        s = Settings(send_workers=1)
+        self.aws = aws = BenchAws(clock=_ViewClock(), table_name=s.table_name, query_page=1_000,
+                                  visibility_timeout_s=self.m.delay_visibility_ms // 1000)
+        delay, delivery, rejected = (f"https://sqs.{REGION}.amazonaws.com/123456789012/punctual-{q}"
+                                     for q in ("delay", "delivery", "rejected"))
+        extra = {} if self.wake_early_ms is None else {"wake_early_ms": self.wake_early_ms}
+        self.settings = Settings(send_workers=1, delay_queue_url=delay, delivery_queue_url=delivery,
+                                 rejected_queue_url=rejected, **extra)
+        aws.op_put_rule(Name=s.rule_name, ScheduleExpression="cron(0 0 1 1 ? 2199)", State="DISABLED")
+        self.table_arn_stream = f"arn:aws:dynamodb:{REGION}:123456789012:table/{s.table_name}/stream/bench"
+        self.admin_sqs = BenchClient(aws, "sqs")
+        self.h_ddb, self.h_sqs, self.h_events = (BenchClient(aws, n) for n in ("dynamodb", "sqs", "events"))
+        self.user_ddb = BenchClient(aws, "dynamodb")
+        self.esm_sqs = BenchClient(aws, "sqs")
+        for c in (self.h_ddb, self.h_sqs, self.h_events):
+            self._hook(c, handler=True)
+        self._hook(self.user_ddb, handler=False, actor="user")
+        self._hook(self.esm_sqs, handler=False, actor="lambda-sqs-poller")
+        self.deps = Deps(settings=self.settings, clock=self.clock, ddb=self.h_ddb, sqs=self.h_sqs,
+                         events=self.h_events)
 
     def _setup(self) -> None:
         import boto3
@@ -499,11 +540,15 @@ class PunctualSim:
         self.stream_scheduled = False
         if self.stream_busy:
             return
-        shard = self.moto_table.stream_shard
-        take = shard.items[: self.m.stream_batch_size]
-        del shard.items[: len(take)]
-        shard.starting_sequence_number += len(take)
-        raw = [item.to_json() for item in take]
+        if self.backend == "fake":
+            raw = self.aws.stream[: self.m.stream_batch_size]
+            del self.aws.stream[: len(raw)]
+        else:
+            shard = self.moto_table.stream_shard
+            take = shard.items[: self.m.stream_batch_size]
+            del shard.items[: len(take)]
+            shard.starting_sequence_number += len(take)
+            raw = [item.to_json() for item in take]
         records = [r for r in (stream_record(x, self.table_arn_stream, REGION) for x in raw) if _passes_editor_filter(r)]
         self.result.counters["stream_records"] += len(raw)
         self.result.requests[("lambda-stream-poller", "dynamodbstreams.GetRecords")] += 1
@@ -513,6 +558,8 @@ class PunctualSim:
             self._stream_notify()
 
     def _stream_more(self) -> bool:
+        if self.backend == "fake":
+            return bool(self.aws.stream)
         return bool(self.moto_table.stream_shard.items)
 
     def _invoke_editor(self, records: list[dict[str, Any]], attempt: int) -> None:
@@ -573,12 +620,17 @@ class PunctualSim:
         os.environ.setdefault("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
         wall = _time.perf_counter()
         sink = _LogSink()
-        with freeze_time(datetime.fromtimestamp(EPOCH_MS / 1000, tz=UTC)) as frozen, mock_aws():
+        fake = self.backend == "fake"
+        with freeze_time(datetime.fromtimestamp(EPOCH_MS / 1000, tz=UTC)) as frozen, \
+                (contextlib.nullcontext() if fake else mock_aws()):
             self.frozen = frozen
-            patches = self._moto_speedups()
+            patches = [] if fake else self._moto_speedups()
             obs.set_stream(sink)
             try:
-                self._setup()
+                if fake:
+                    self._setup_fake()
+                else:
+                    self._setup()
                 for i in self.sc.order():
                     self.engine.at(EPOCH_MS + self.sc.inserts[i], lambda i=i: self._insert(i))
                 self.engine.at(EPOCH_MS + 3_600_000, self._housekeeping)

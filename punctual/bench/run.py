@@ -35,19 +35,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="override a model parameter (see punctual/bench/models.py)")
     p.add_argument("--out", default="bench/results", help="output directory (default: bench/results)")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--backend", choices=("moto", "fake"), default="moto",
+                   help="AWS for the real handlers: moto via boto3 (default) or the in-memory fake "
+                        "(punctual/bench/fastaws.py: no botocore/moto, ~10x faster; for 100,000-task runs)")
     p.add_argument("--combine", action="store_true",
                    help="only rebuild results.md from the results-*.json of earlier partial runs in --out")
 
 
 def run_scenario(name: str, seed: int, quick: bool, models: Models, strategies=STRATEGIES,
-                 tasks: int | None = None) -> list[RunResult]:
+                 tasks: int | None = None, backend: str = "moto") -> list[RunResult]:
     sc = build(name, seed, quick=quick, n=tasks)
     m = replace(models, **FAULT_RATES) if sc.faults else models
     out: list[RunResult] = []
     for strategy in strategies:
         started = time.perf_counter()
         if strategy in ("punctual", "punctual-wake0"):
-            r = PunctualSim(sc, m, seed, wake_early_ms=0 if strategy == "punctual-wake0" else None).run()
+            r = PunctualSim(sc, m, seed, wake_early_ms=0 if strategy == "punctual-wake0" else None,
+                            backend=backend).run()
         elif strategy == "cdk-scheduler":
             r = cdk_scheduler(sc, m, seed)
         else:
@@ -73,7 +77,8 @@ def main(args: argparse.Namespace) -> int:
     results: list[RunResult] = []
     for name in names:
         started = time.perf_counter()
-        rs = run_scenario(name, args.seed, args.quick, models, strategies, args.tasks)
+        rs = run_scenario(name, args.seed, args.quick, models, strategies, args.tasks,
+                              backend=getattr(args, "backend", "moto"))
         results += rs
         print(f"{name}: {', '.join(f'{r.strategy} {r.wall_s:.1f} s' for r in rs)} "
               f"({time.perf_counter() - started:.1f} s)", flush=True)
