@@ -10,7 +10,10 @@ stack's process, moto's classes so that:
 
 - ``is_message_valid_based_on_retention_period`` reads the queue's retention period directly;
 - while ``send_message`` runs, the three message counts read as 0 (``send_message`` never reads
-  them: it reads ``ContentBasedDeduplication`` only).
+  them: it reads ``ContentBasedDeduplication`` only);
+- the SQS models' ``unix_time_millis()`` (read for every message on every receive, to test whether
+  it is visible and not delayed) is ``time.time() * 1000`` instead of two datetime constructions
+  (the same clock: both read the wall clock, and freezegun patches both).
 
 What an SQS client sees is unchanged (``GetQueueAttributes`` still counts). moto's files are not
 modified; if moto's internals differ from what is expected, nothing is patched.
@@ -19,6 +22,7 @@ modified; if moto's internals differ from what is expected, nothing is patched.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 _COUNTS = ("approximate_number_of_messages", "approximate_number_of_messages_delayed",
@@ -37,13 +41,14 @@ def apply() -> bool:
     if _applied:
         return True
     try:
+        import moto.sqs.models as sqs_models
         from moto.core.utils import unix_time
         from moto.sqs.models import Queue, SQSBackend
     except ImportError:
         return False
     if not all(isinstance(getattr(Queue, n, None), property) for n in _COUNTS) \
             or not hasattr(SQSBackend, "is_message_valid_based_on_retention_period") \
-            or not hasattr(SQSBackend, "send_message"):
+            or not hasattr(SQSBackend, "send_message") or not hasattr(sqs_models, "unix_time_millis"):
         return False
 
     for name in _COUNTS:
@@ -68,6 +73,12 @@ def apply() -> bool:
         retain_until = queue.message_retention_period + message.sent_timestamp / 1000
         return not retain_until <= unix_time()
 
+    unix_time_millis = sqs_models.unix_time_millis
+
+    def now_ms(dt: Any = None) -> float:
+        return unix_time_millis(dt) if dt is not None else time.time() * 1000.0
+
+    sqs_models.unix_time_millis = now_ms
     SQSBackend.send_message = send_message_fast
     SQSBackend.is_message_valid_based_on_retention_period = retention_ok
     _applied = True

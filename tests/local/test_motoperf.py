@@ -17,11 +17,15 @@ def test_counts_retention_and_dedup_unchanged():
             "FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
         sqs.send_message_batch(QueueUrl=url, Entries=[
             {"Id": str(i), "MessageBody": f"m{i}", "DelaySeconds": 900 if i < 3 else 0} for i in range(8)])
-        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2)["Messages"]
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2, VisibilityTimeout=1)["Messages"]
         assert len(got) == 2
         a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
         assert (a["ApproximateNumberOfMessages"], a["ApproximateNumberOfMessagesDelayed"],
                 a["ApproximateNumberOfMessagesNotVisible"]) == ("3", "3", "2")
+        import time
+        time.sleep(1.1)  # visibility timeout over: back to visible
+        a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        assert (a["ApproximateNumberOfMessages"], a["ApproximateNumberOfMessagesNotVisible"]) == ("5", "0")
         # content-based deduplication still read on send
         for _ in range(2):
             sqs.send_message(QueueUrl=fifo, MessageBody="same", MessageGroupId="g")
