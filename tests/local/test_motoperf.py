@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
+import time
+
 import boto3
+from freezegun import freeze_time
 from moto import mock_aws
 
 from punctual.local import motoperf
@@ -22,7 +26,6 @@ def test_counts_retention_and_dedup_unchanged():
         a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
         assert (a["ApproximateNumberOfMessages"], a["ApproximateNumberOfMessagesDelayed"],
                 a["ApproximateNumberOfMessagesNotVisible"]) == ("3", "3", "2")
-        import time
         time.sleep(1.1)  # visibility timeout over: back to visible
         a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
         assert (a["ApproximateNumberOfMessages"], a["ApproximateNumberOfMessagesNotVisible"]) == ("5", "0")
@@ -33,7 +36,5 @@ def test_counts_retention_and_dedup_unchanged():
         # retention still applied on receive
         short = sqs.create_queue(QueueName="s", Attributes={"MessageRetentionPeriod": "60"})["QueueUrl"]
         sqs.send_message(QueueUrl=short, MessageBody="x")
-        from freezegun import freeze_time
-        import datetime
         with freeze_time(datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=120)):
             assert sqs.receive_message(QueueUrl=short).get("Messages", []) == []
