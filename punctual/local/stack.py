@@ -19,6 +19,7 @@ from functions.core.clock import iso_ms
 from functions.core.config import META_PK, Settings, load_settings
 from functions.core.models import ATTR_ENQUEUED_MS
 
+from . import motoperf
 from .drivers import Driver, RuleDriver, SqsDriver, StreamDriver
 from .invoke import InvokeError, LocalFunction
 from .provision import ACCOUNT, REGION, LocalModel, provision
@@ -119,6 +120,7 @@ class LocalStack:
         if not port_free(o.host, o.port):
             raise LocalStackError(f"port {o.port} on {o.host} is in use (another local stack? try --port, "
                                   f"or `punctual local down`)")
+        motoperf.apply()  # moto's per-message O(queue size) SQS costs (see motoperf)
         self.server = ThreadedMotoServer(ip_address=o.host, port=o.port, verbose=False)
         self.server.start()
         # moto's backends are process-global: start from an empty account (one local stack per process)
