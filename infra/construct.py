@@ -80,7 +80,9 @@ POLLER_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateIt
 # DeleteItem: the row after its event was sent, or after rejecting it.
 CONSUMER_TABLE_ACTIONS = ("dynamodb:BatchGetItem", "dynamodb:DeleteItem")
 EDITOR_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
-RULE_ACTIONS = ("events:PutRule", "events:DisableRule")
+# DescribeRule: before relying on the rule (editor) or re-putting a minute that has begun
+# (arming.apply_rule), the code checks what the rule holds.
+RULE_ACTIONS = ("events:PutRule", "events:DisableRule", "events:DescribeRule")
 SEND_ACTIONS = ("sqs:SendMessage",)  # SendMessageBatch is authorised by sqs:SendMessage
 # What a producer needs for raw writes and for the editor's client (schedule, schedule_many,
 # get, list, cancel, reschedule = TransactWriteItems of a Delete and a Put).
@@ -367,8 +369,7 @@ class Scheduler(Construct):
 
         self._allow(self.editor_function, EDITOR_TABLE_ACTIONS, [table_arn])
         self._allow(self.editor_function, SEND_ACTIONS, [self.delay_queue.queue_arn, self.rejected_queue.queue_arn])
-        # DescribeRule: the editor checks the rule matches the meta row before relying on it.
-        self._allow(self.editor_function, (*RULE_ACTIONS, "events:DescribeRule"), [rule_arn])
+        self._allow(self.editor_function, RULE_ACTIONS, [rule_arn])
 
         if encryption_key is not None:
             for fn in (self.poller_function, self.consumer_function, self.editor_function):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import json
 
 import pytest
@@ -435,3 +437,19 @@ def test_lambda_entry_point_uses_the_environment(stack, reader, monkeypatch):
     finally:
         reset_default_deps()
     assert [b["sk"] for b in delay_bodies(stack, 10)] == [sk(T0_MS + 5000, "a")]
+
+
+def test_editor_never_postpones_an_armed_minute_whose_fire_is_pending(stack, reader):
+    """The armed minute has begun and EventBridge has not fired yet (it fires anywhere in the
+    minute): an editor batch must leave the rule alone. Moving it to the next minute cancelled
+    the pending fire, and a steady trickle of inserts postponed the poll for hours (benchmark)."""
+    s = stack.settings
+    stack.put_raw(sk(T0_MS + 3 * DAY, "a"), {"x": "1"})
+    run(stack, reader)
+    armed = read_arm(stack.ddb, s, stack.deps.clock).armed_ms
+    stack.deps.clock.frozen.move_to(datetime.fromtimestamp((armed + 10_000) / 1000, tz=UTC))
+    for n in range(3):  # one insert a minute into the pending minute: never postponed
+        stack.put_raw(sk(T0_MS + 4 * DAY + n, f"b{n}"), {"x": "1"})
+        assert run(stack, reader) == {"batchItemFailures": []}
+        assert stack.rule()["ScheduleExpression"] == one_shot_cron(armed)
+        assert stack.rule()["State"] == "ENABLED"
