@@ -302,11 +302,16 @@ class LocalStack:
 
     def _save_loop(self) -> None:
         assert self.opts.state_file is not None
-        while not self._stopping.wait(self.opts.save_every_s):
+        wait_s = self.opts.save_every_s
+        while not self._stopping.wait(wait_s):
+            started = time.monotonic()
             try:
                 self.save_state(self.opts.state_file)
             except Exception as exc:
                 self.log("state", f"save failed: {exc}")
+            # a save scans the whole table through moto (CPU shared with everything else):
+            # with a large table, save less often so saving takes at most ~10% of the time
+            wait_s = max(self.opts.save_every_s, 9 * (time.monotonic() - started))
 
     def _restore(self, path: Path) -> int:
         """Reload rows saved by :meth:`save_state`.
