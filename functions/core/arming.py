@@ -23,7 +23,6 @@ from . import observability as obs
 from .clock import Clock
 from .config import META_ARM_SK, META_PK, RULE_DESCRIPTION, Settings
 from .cron import next_minute_after, one_shot_cron
-from .errors import is_conditional_failure
 from .retry import call_with_retry
 from .store import conditional_update
 
@@ -75,7 +74,7 @@ def compare_and_set(
     else:
         update = "SET #v = :next, #u = :now, #a = :armed REMOVE #p"
         values[":armed"] = {"N": str(armed_ms)}
-    if not conditional_update(
+    if conditional_update(
         ddb,
         clock,
         TableName=s.table_name,
@@ -84,7 +83,7 @@ def compare_and_set(
         ConditionExpression=cond,
         ExpressionAttributeNames=names,
         ExpressionAttributeValues=values,
-    ):
+    ) is None:
         return None
     return ArmState(armed_ms, expected_version + 1)
 
@@ -128,24 +127,19 @@ def arm_no_later_than(
             (f"SET #a = :m, #u = :now{mark} ADD #v :one", "attribute_not_exists(#a) OR #a > :m OR #a < :cut"),
             (f"SET #u = :now{mark} ADD #v :one", "attribute_exists(#a) AND #a <= :m AND #a >= :cut"),
         ):
-            try:
-                resp = call_with_retry(
-                    lambda update=update, cond=cond: ddb.update_item(
-                        TableName=s.table_name,
-                        Key=_KEY,
-                        UpdateExpression=update,
-                        ConditionExpression=cond,
-                        ExpressionAttributeNames=names,
-                        ExpressionAttributeValues=values,
-                        ReturnValues="ALL_NEW",
-                    ),
-                    clock,
-                )
-            except Exception as exc:
-                if not is_conditional_failure(exc):
-                    raise
-                continue
-            return _state(resp.get("Attributes"))
+            resp = conditional_update(
+                ddb,
+                clock,
+                TableName=s.table_name,
+                Key=_KEY,
+                UpdateExpression=update,
+                ConditionExpression=cond,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+            )
+            if resp is not None:
+                return _state(resp.get("Attributes"))
     raise RuntimeError("could not arm the rule: the meta row kept changing")
 
 

@@ -66,14 +66,13 @@ def query_from(
     )
 
 
-def conditional_update(ddb: Any, clock: Clock, **request: Any) -> bool:
-    """``UpdateItem`` with a condition: True if applied, False if the condition failed."""
+def conditional_update(ddb: Any, clock: Clock, **request: Any) -> dict[str, Any] | None:
+    """``UpdateItem`` with a condition: the response if applied, None if the condition failed."""
     try:
-        call_with_retry(lambda: ddb.update_item(**request), clock)
-        return True
+        return call_with_retry(lambda: ddb.update_item(**request), clock)
     except Exception as exc:
         if is_conditional_failure(exc):
-            return False
+            return None
         raise
 
 
@@ -90,7 +89,7 @@ def claim(ddb: Any, s: Settings, clock: Clock, task: Task, now_ms: int) -> bool:
     else:
         cond = "attribute_exists(sk) AND #e = :prev"
         values[":prev"] = {"N": str(task.enqueued_ms)}
-    return conditional_update(
+    applied = conditional_update(
         ddb,
         clock,
         TableName=s.table_name,
@@ -100,11 +99,12 @@ def claim(ddb: Any, s: Settings, clock: Clock, task: Task, now_ms: int) -> bool:
         ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS, "#a": ATTR_ATTEMPT},
         ExpressionAttributeValues=values,
     )
+    return applied is not None
 
 
 def release(ddb: Any, s: Settings, clock: Clock, task: Task, claimed_ms: int) -> bool:
     """Undo our claim after a send that failed for good, so the row is sent again soon."""
-    return conditional_update(
+    applied = conditional_update(
         ddb,
         clock,
         TableName=s.table_name,
@@ -114,6 +114,7 @@ def release(ddb: Any, s: Settings, clock: Clock, task: Task, claimed_ms: int) ->
         ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS},
         ExpressionAttributeValues={":mine": {"N": str(claimed_ms)}},
     )
+    return applied is not None
 
 
 def get_row(ddb: Any, s: Settings, clock: Clock, pk: str, sk: str) -> dict[str, Any] | None:
