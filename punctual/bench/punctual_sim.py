@@ -132,7 +132,10 @@ class PunctualSim:
         self.esm_inflight = 0
         self.esm_scale_start: int | None = None
         self.esm_waiting = False
-        self.esm_polls: set[int] = set()
+        self.esm_backlog = False  # the last receive came back full: more messages are waiting
+        self.esm_polls: set[Any] = set()
+        self.esm_fill_pending = 0  # polls scheduled by _esm_fill, not yet run
+        self.esm_fill_seq = 0
         self.lost_message_ids: set[str] = set()
         # stream event source state
         self.stream_busy = False
@@ -462,8 +465,23 @@ class PunctualSim:
         self.esm_polls.add(key)
         self.engine.at(t, lambda: self._esm_poll(key, view))
 
-    def _esm_poll(self, key: int, view: int | None) -> None:
+    def _esm_fill(self) -> None:
+        """Lambda keeps ``limit`` processes reading batches while messages are available:
+        start a poll for every free slot (not only one successor per full batch, which
+        would cap a backlog at one batch per poll latency whatever the scaling limit)."""
+        free = self._esm_limit() - self.esm_inflight - self.esm_fill_pending
+        for _ in range(max(0, free)):
+            self.esm_fill_seq += 1
+            self.esm_fill_pending += 1
+            key = ("fill", self.esm_fill_seq)
+            self.esm_polls.add(key)
+            self.engine.at(self.engine.now + self._u(self.m.sqs_poll_latency_ms),
+                           lambda key=key: self._esm_poll(key, None))
+
+    def _esm_poll(self, key: Any, view: int | None) -> None:
         self.esm_polls.discard(key)
+        if isinstance(key, tuple):
+            self.esm_fill_pending -= 1
         if self.esm_inflight >= self._esm_limit():
             self.esm_waiting = True
             if self.esm_scale_start is None:
@@ -484,11 +502,16 @@ class PunctualSim:
                 QueueUrl=self.settings.delay_queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(lost)])
             msgs = [m for m in msgs if m["MessageId"] not in self.lost_message_ids]
+        self.esm_backlog = len(msgs) + len(lost) == 10
         if not msgs:
+            if self.esm_backlog:
+                self._esm_fill()
             return
-        if len(msgs) + len(lost) == 10:  # more may be waiting: poll again right away
-            self._esm_schedule(self.engine.now + self._u(self.m.sqs_poll_latency_ms))
         self.esm_inflight += 1
+        self.result.counters["esm_peak_concurrency"] = max(self.result.counters["esm_peak_concurrency"],
+                                                           self.esm_inflight)
+        if self.esm_backlog:  # more may be waiting: fill every free slot right away
+            self._esm_fill()
         received_at = self.engine.now
         arn = f"arn:aws:sqs:{REGION}:123456789012:punctual-delay"
         event = {"Records": [{
@@ -515,9 +538,9 @@ class PunctualSim:
                 self.result.counters["consumer_records_retried"] += len(failed)
                 back = received_at + self.m.delay_visibility_ms
                 self._esm_schedule(back + self._u(self.m.sqs_poll_latency_ms), back)
-            if self.esm_waiting:
+            if self.esm_waiting or self.esm_backlog:
                 self.esm_waiting = False
-                self._esm_schedule(self.engine.now + self._u(self.m.sqs_poll_latency_ms))
+                self._esm_fill()
             elif self.esm_inflight == 0:
                 self.esm_scale_start = None
 
