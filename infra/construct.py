@@ -84,6 +84,9 @@ EDITOR_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Del
 # (arming.apply_rule), the code checks what the rule holds.
 RULE_ACTIONS = ("events:PutRule", "events:DisableRule", "events:DescribeRule")
 SEND_ACTIONS = ("sqs:SendMessage",)  # SendMessageBatch is authorised by sqs:SendMessage
+# The poller reads the delay queue's visible-message count before resending orphans
+# (a backlog means the consumer is behind, not that messages were lost).
+BACKLOG_ACTIONS = ("sqs:GetQueueAttributes",)
 # What a producer needs for raw writes and for the editor's client (schedule, schedule_many,
 # get, list, cancel, reschedule = TransactWriteItems of a Delete and a Put).
 SCHEDULE_ACTIONS = (
@@ -360,6 +363,7 @@ class Scheduler(Construct):
         self._allow(self.poller_function, POLLER_TABLE_ACTIONS, [table_arn])
         self._allow(self.poller_function, SEND_ACTIONS, [self.delay_queue.queue_arn, self.rejected_queue.queue_arn])
         self._allow(self.poller_function, RULE_ACTIONS, [rule_arn])
+        self._allow(self.poller_function, BACKLOG_ACTIONS, [self.delay_queue.queue_arn])
 
         self._allow(self.consumer_function, CONSUMER_TABLE_ACTIONS, [table_arn])
         self._allow(self.consumer_function, SEND_ACTIONS,

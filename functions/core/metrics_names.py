@@ -17,3 +17,5 @@ DELIVERED = "Delivered"
 DROPPED = "Dropped"
 PUT_BACK = "PutBack"
 POISON_MESSAGES = "PoisonMessages"
+# Poller: orphans not resent because the delay queue had a backlog at least that large (unit Count).
+ORPHANS_DEFERRED = "OrphansDeferred"

@@ -66,6 +66,7 @@ def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int) 
 class Send:
     task: Task
     delay_seconds: int
+    resend: bool = False  # an orphan: sent before, still present past its grace
 
 
 @dataclass
@@ -100,7 +101,8 @@ def plan_window(
             continue
         state = row_state(task, now_ms, orphan_grace_ms, max_attempts)
         if state in (RowState.NEW, RowState.ORPHAN):
-            plan.sends.append(Send(task, delay_seconds(task.due_ms, now_ms, wake_early_ms)))
+            plan.sends.append(Send(task, delay_seconds(task.due_ms, now_ms, wake_early_ms),
+                                   resend=state is RowState.ORPHAN))
             checks.append(max(task.due_ms, now_ms) + orphan_grace_ms)
         elif state is RowState.IN_FLIGHT:
             plan.in_flight += 1
@@ -110,6 +112,37 @@ def plan_window(
     plan.sends.sort(key=lambda s: s.task.sk)
     plan.orphan_check_ms = max(checks) if checks else None
     return plan
+
+
+def _sent_before(task: Task) -> bool:
+    return task.enqueued_ms is not None
+
+
+def orphan_count(plan: WindowPlan) -> int:
+    """Rows this plan takes for lost messages: resends, and sent rows about to be rejected as
+    undeliverable (a released row, never sent again, is not an orphan)."""
+    return sum(1 for send in plan.sends if send.resend) + sum(1 for t in plan.exhausted if _sent_before(t))
+
+
+def defer_orphans(plan: WindowPlan, now_ms: int, orphan_grace_ms: int) -> WindowPlan:
+    """The plan with its orphans kept in flight for another grace instead of resent or rejected.
+
+    For when the delay queue holds at least as many visible messages as there are orphans: the
+    consumer is behind (a burst, a throttled or capped consumer), and the orphans' messages are
+    most likely waiting in that backlog, not lost. Resending them would add a second message per
+    row to the backlog and use up their attempts until they were rejected as undeliverable while
+    their first message was still on its way. A poll still follows after the grace.
+    """
+    deferred = orphan_count(plan)
+    if not deferred:
+        return plan
+    checks = [c for c in (plan.orphan_check_ms, now_ms + orphan_grace_ms) if c is not None]
+    return WindowPlan(
+        sends=[send for send in plan.sends if not send.resend],
+        exhausted=[t for t in plan.exhausted if not _sent_before(t)],
+        in_flight=plan.in_flight + deferred,
+        orphan_check_ms=max(checks),
+    )
 
 
 def next_poll_minute(

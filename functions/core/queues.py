@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from . import observability as obs
 from .clock import Clock
 from .errors import error_code, is_retryable
-from .retry import backoff_ms
+from .retry import backoff_ms, call_with_retry
 
 BATCH = 10
 # SendMessageBatch: the bodies of one call total at most 256 KiB.
@@ -106,3 +107,18 @@ def _send_batch(sqs, queue_url, batch, clock, attempts, delay_for) -> list[Faile
         pending = [msg for msg, _ in retry]
         clock.sleep_ms(backoff_ms(attempt))
     return permanent
+
+
+def visible_messages(sqs: object, queue_url: str, clock: Clock) -> int | None:
+    """SQS's approximate count of messages ready to be received (not delayed, not in flight);
+    None when the count cannot be read (the caller then assumes no backlog)."""
+    try:
+        attrs = call_with_retry(
+            lambda: sqs.get_queue_attributes(  # type: ignore[attr-defined]
+                QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages"]),
+            clock, attempts=3,
+        )
+        return int(attrs["Attributes"]["ApproximateNumberOfMessages"])
+    except Exception as exc:  # noqa: BLE001 - a failed read must not stop the poll
+        obs.log("WARNING", "delay queue backlog unknown", error=error_code(exc))
+        return None

@@ -16,8 +16,19 @@ from functions.core import observability as obs
 from functions.core.arming import arm_no_later_than, compare_and_set, read_arm, sync_rule
 from functions.core.cron import minute_not_before, next_minute_after, one_shot_cron
 from functions.core.keys import after_window_key, window_upper_key
+from functions.core.metrics_names import ORPHANS_DEFERRED
 from functions.core.models import RowRejected, Task, task_from_item
-from functions.core.planning import RowState, next_poll_minute, plan_window, row_state, visible_at
+from functions.core.planning import (
+    RowState,
+    WindowPlan,
+    defer_orphans,
+    next_poll_minute,
+    orphan_count,
+    plan_window,
+    row_state,
+    visible_at,
+)
+from functions.core.queues import visible_messages
 from functions.core.runtime import Deps, default_deps
 from functions.core.sending import claim_and_send
 from functions.core.store import query_below, query_from, reject_row
@@ -38,6 +49,7 @@ class PollReport:
     failed: int = 0
     in_flight: int = 0
     rejected: int = 0
+    deferred: int = 0
     next_minute_ms: int | None = None
     delays: list[int] = field(default_factory=list)
 
@@ -49,6 +61,7 @@ class PollReport:
             "failed": self.failed,
             "in_flight": self.in_flight,
             "rejected": self.rejected,
+            "deferred": self.deferred,
             "next_poll": one_shot_cron(self.next_minute_ms) if self.next_minute_ms is not None else None,
         }
 
@@ -79,6 +92,24 @@ def _first_unsent_after(deps: Deps, end_ms: int, report: PollReport) -> tuple[in
     return None, check
 
 
+def _unless_backlogged(deps: Deps, plan: WindowPlan, now_ms: int, report: PollReport) -> WindowPlan:
+    """Orphans are resent only when the delay queue does not hold at least as many visible
+    messages: a backlog that large means the consumer is behind, not that messages were lost
+    (see planning.defer_orphans). One GetQueueAttributes, only in polls that found orphans."""
+    orphans = orphan_count(plan)
+    if not orphans:
+        return plan
+    s = deps.settings
+    visible = visible_messages(deps.sqs, s.delay_queue_url, deps.clock)
+    if visible is None or visible < orphans:
+        return plan
+    report.deferred = orphans
+    obs.log("WARNING", "orphans deferred: the delay queue has a backlog", orphans=orphans,
+            delay_queue_visible=visible, recheck_after_ms=s.orphan_grace_ms)
+    obs.metric(s.metrics_namespace, ORPHANS_DEFERRED, orphans)
+    return defer_orphans(plan, now_ms, s.orphan_grace_ms)
+
+
 def poll(deps: Deps) -> PollReport:
     s, clock = deps.settings, deps.clock
     started = clock.now_ms()
@@ -99,6 +130,7 @@ def poll(deps: Deps) -> PollReport:
     )
     tasks: list[Task] = [task for _, task in rows.values()]
     plan = plan_window(started, tasks, s.window_ms, s.orphan_grace_ms, s.max_attempts, s.wake_early_ms)
+    plan = _unless_backlogged(deps, plan, started, report)
     report.in_flight = plan.in_flight
     for task in plan.exhausted:
         reject_row(deps.ddb, deps.sqs, s, clock, rows[task.sk][0],

@@ -43,12 +43,14 @@ def apply() -> bool:
     try:
         import moto.sqs.models as sqs_models
         from moto.core.utils import unix_time
-        from moto.sqs.models import Queue, SQSBackend
+        from moto.sqs.exceptions import ReceiptHandleIsInvalid
+        from moto.sqs.models import Message, Queue, SQSBackend
     except ImportError:
         return False
     if not all(isinstance(getattr(Queue, n, None), property) for n in _COUNTS) \
             or not hasattr(SQSBackend, "is_message_valid_based_on_retention_period") \
-            or not hasattr(SQSBackend, "send_message") or not hasattr(sqs_models, "unix_time_millis"):
+            or not hasattr(SQSBackend, "send_message") or not hasattr(sqs_models, "unix_time_millis") \
+            or not hasattr(Queue, "delete_message") or not hasattr(Message, "all_receipt_handles"):
         return False
 
     for name in _COUNTS:
@@ -78,7 +80,19 @@ def apply() -> bool:
     def now_ms(dt: Any = None) -> float:
         return unix_time_millis(dt) if dt is not None else time.time() * 1000.0
 
+    def delete_message(self: Any, receipt_handle: str) -> None:
+        if receipt_handle in self.deleted_messages:
+            return  # already deleted: deleting again succeeds, as in moto
+        for i, message in enumerate(self._messages):
+            if message.receipt_handle == receipt_handle or receipt_handle in message._old_receipt_handles:
+                self.pending_messages.discard(message)
+                self.deleted_messages.update(message.all_receipt_handles)
+                del self._messages[i]
+                return
+        raise ReceiptHandleIsInvalid()
+
     sqs_models.unix_time_millis = now_ms
+    Queue.delete_message = delete_message
     SQSBackend.send_message = send_message_fast
     SQSBackend.is_message_valid_based_on_retention_period = retention_ok
     _applied = True

@@ -343,6 +343,69 @@ def test_lost_message_is_resent_as_orphan(stack, frozen):
     assert {r[ATTR_ATTEMPT]["N"] for r in row_map(stack).values()} == {"2"}
 
 
+def _visible(stack) -> int:
+    attrs = stack.sqs.get_queue_attributes(QueueUrl=stack.settings.delay_queue_url,
+                                           AttributeNames=["ApproximateNumberOfMessages"])
+    return int(attrs["Attributes"]["ApproximateNumberOfMessages"])
+
+
+def test_orphans_wait_while_the_delay_queue_has_a_backlog_and_are_resent_once_it_drains(stack, frozen):
+    """A consumer that is behind (burst, capped concurrency) is not a lost message: resending
+    every overdue row would double the backlog and use up attempts until the rows were
+    rejected as undeliverable while their first message was still queued."""
+    keys = _fill(stack, 5)  # 0..40 s
+    poll(stack.deps)
+    frozen.tick(41)
+    assert _visible(stack) == 5  # all visible, none received: the consumer is behind
+    report = poll_when_armed(stack, frozen)  # the orphan check, 6:00
+    assert now_ms() == T0_MS + 6 * MIN
+    assert (report.sent, report.deferred, report.in_flight, report.rejected) == (0, 5, 5, 0)
+    assert {r[ATTR_ATTEMPT]["N"] for r in row_map(stack).values()} == {"1"}
+    state, minute = rule_state(stack)  # checked again after another grace
+    assert state == "ENABLED" and minute >= now_ms() + stack.settings.orphan_grace_ms - MIN
+    # The backlog drains, but these 5 messages were lost on the way: the next check resends them.
+    assert len(delay_bodies(stack)) == 5
+    report = poll_when_armed(stack, frozen)
+    assert (report.sent, report.deferred) == (5, 0)
+    bodies = delay_bodies(stack)
+    assert sorted(b["sk"] for b in bodies) == keys and {b["attempt"] for b in bodies} == {2}
+
+
+def test_a_backlog_smaller_than_the_orphans_does_not_hold_them_back(stack, frozen):
+    keys = _fill(stack, 5)
+    poll(stack.deps)
+    frozen.tick(41)
+    # 3 of the 5 messages were received and lost; 2 still wait
+    stack.sqs.receive_message(QueueUrl=stack.settings.delay_queue_url, MaxNumberOfMessages=3,
+                              VisibilityTimeout=3600)
+    assert _visible(stack) == 2
+    report = poll_when_armed(stack, frozen)
+    assert (report.sent, report.deferred) == (5, 0)
+    assert {r[ATTR_ATTEMPT]["N"] for r in row_map(stack).values()} == {"2"}
+    assert sorted(row_map(stack)) == keys
+
+
+def test_orphans_are_resent_when_the_backlog_cannot_be_read(stack, frozen):
+    _fill(stack, 5)
+    poll(stack.deps)
+    frozen.tick(41)
+    assert _visible(stack) == 5
+    faults = Faults(stack.sqs).fail("GetQueueAttributes", code="AccessDenied", times=10)
+    report = poll_when_armed(stack, frozen)
+    assert faults.trace.count("GetQueueAttributes") == 1  # not retryable: one call, then resend
+    assert (report.sent, report.deferred) == (5, 0)
+
+
+def test_a_backlog_also_keeps_sent_rows_out_of_the_undeliverable_queue(stack, frozen):
+    old = {ATTR_ENQUEUED_MS: {"N": str(T0_MS - 3_600 * S)}}
+    stack.put_raw(sk(-3_600 * S, "last-attempt-queued"), {"k": 1}, **old, **{ATTR_ATTEMPT: {"N": "5"}})
+    stack.sqs.send_message(QueueUrl=stack.settings.delay_queue_url, MessageBody="{}")  # the backlog
+    report = poll(stack.deps)
+    assert (report.rejected, report.deferred, report.sent) == (0, 1, 0)
+    assert stack.bodies(stack.settings.rejected_queue_url) == []
+    assert list(row_map(stack)) == [sk(-3_600 * S, "last-attempt-queued")]
+
+
 def test_exhausted_rows_are_rejected_as_undeliverable(stack, frozen):
     old = {ATTR_ENQUEUED_MS: {"N": str(T0_MS - 3_600 * S)}}
     stack.put_raw(sk(-3_600 * S, "dead"), {"k": 1}, **old, **{ATTR_ATTEMPT: {"N": "5"}})

@@ -309,6 +309,7 @@ def test_least_privilege(demo):
         pairs(logs, log_group(s.poller_function))
         | pairs(["dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"], table)
         | pairs(["sqs:SendMessage"], delay, rejected)
+        | pairs(["sqs:GetQueueAttributes"], delay)  # the backlog count before resending orphans
         | pairs(["events:PutRule", "events:DisableRule", "events:DescribeRule"], rule_arn)
     )
     assert grants(d, s.consumer_function.role) == (

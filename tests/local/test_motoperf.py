@@ -38,3 +38,37 @@ def test_counts_retention_and_dedup_unchanged():
         sqs.send_message(QueueUrl=short, MessageBody="x")
         with freeze_time(datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=120)):
             assert sqs.receive_message(QueueUrl=short).get("Messages", []) == []
+
+
+def test_deletes_unchanged():
+    """Current and earlier receipt handles delete; a deleted one deletes again; a made-up one
+    is invalid; the other messages stay."""
+    import pytest
+    from botocore.exceptions import ClientError
+
+    assert motoperf.apply()
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="q")["QueueUrl"]
+        sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(5)])
+        first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2, VisibilityTimeout=0)["Messages"]
+        again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30)["Messages"]
+        assert len(again) == 5
+        old = first[0]  # an earlier handle of a message received twice
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=old["ReceiptHandle"])
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=old["ReceiptHandle"])  # again: fine
+        current = next(m for m in again if m["MessageId"] == first[1]["MessageId"])
+        out = sqs.delete_message_batch(QueueUrl=url, Entries=[
+            {"Id": "a", "ReceiptHandle": current["ReceiptHandle"]},
+            {"Id": "b", "ReceiptHandle": "not-a-handle"}])
+        assert [x["Id"] for x in out["Successful"]] == ["a"]
+        assert [(x["Id"], x["Code"]) for x in out["Failed"]] == [("b", "ReceiptHandleIsInvalid")]
+        with pytest.raises(ClientError, match="ReceiptHandleIsInvalid"):
+            sqs.delete_message(QueueUrl=url, ReceiptHandle="not-a-handle")
+        a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        assert int(a["ApproximateNumberOfMessages"]) + int(a["ApproximateNumberOfMessagesNotVisible"]) == 3
+        left = {m["MessageId"] for m in again} - {old["MessageId"], current["MessageId"]}
+        sqs.change_message_visibility_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+            for i, m in enumerate(again) if m["MessageId"] in left])
+        assert {m["MessageId"] for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]} == left

@@ -187,7 +187,8 @@ def test_burst_local_stack(tmp_path):
                 resp = ddb.batch_write_item(RequestItems=resp["UnprocessedItems"])
         insert_s = time.time() - t_ins
         got: dict[str, dict[str, Any]] = {}
-        early = []
+        early: list[str] = []
+        duplicates: list[str] = []
         deadline = time.time() + lead_s + 1200
         while len(got) < n and time.time() < deadline:
             resp = sqs.receive_message(QueueUrl=delivery, MaxNumberOfMessages=10, WaitTimeSeconds=1,
@@ -198,6 +199,8 @@ def test_burst_local_stack(tmp_path):
                 sent = int(msg["Attributes"]["SentTimestamp"])
                 if sent < ev["due_ms"] or ev["delivered_at_ms"] < ev["due_ms"]:
                     early.append(ev["key"])
+                if ev["key"] in got:
+                    duplicates.append(ev["key"])
                 got.setdefault(ev["key"], {"sent": sent, **ev})
             if msgs:
                 sqs.delete_message_batch(QueueUrl=delivery, Entries=[
@@ -207,12 +210,14 @@ def test_burst_local_stack(tmp_path):
                                                                               default=0)
         figures = {
             "rows": n, "insert_s": round(insert_s, 1), "insert_rate_per_s": round(n / insert_s),
-            "delivered": len(got), "early": len(early),
+            "delivered": len(got), "early": len(early), "duplicates": len(duplicates),
             "deliver_rate_per_s": round(len(got) / max(0.001, (last - first) / 1000)),
             "lateness_ms_p50": late[len(late) // 2] if late else None,
             "lateness_ms_p99": late[int(len(late) * 0.99)] if late else None,
             "lateness_ms_max": late[-1] if late else None,
         }
+        wall = time.time() - t_ins
+        figures["wall_s"] = round(wall)
         print("\nburst:", json.dumps(figures))
         assert early == []
         assert len(got) == n, figures

@@ -11,8 +11,10 @@ from functions.core.keys import encode_sk
 from functions.core.models import Task
 from functions.core.planning import (
     RowState,
+    defer_orphans,
     delay_seconds,
     next_poll_minute,
+    orphan_count,
     plan_window,
     row_state,
 )
@@ -55,6 +57,26 @@ def test_plan_window_picks_new_and_orphans_within_window():
     assert sorted(t.id for t in plan.exhausted) == ["dead", "released-dead"]
     # a poll must follow the latest send's grace
     assert plan.orphan_check_ms == now + W + GRACE
+
+
+def test_deferring_orphans_keeps_them_in_flight_and_everything_else_as_planned():
+    now = T0
+    tasks = [
+        task(now + 1_500, "new"),
+        task(now - 30_000, "inflight", enqueued=now - 40_000, attempt=1),
+        task(now - 600_000, "orphan", enqueued=now - 600_000, attempt=2),
+        task(now - 600_000, "dead", enqueued=now - 600_000, attempt=MAX),
+        task(now - 600_000, "released-dead", attempt=MAX),  # never re-sent: not waiting in any queue
+    ]
+    plan = plan_window(now, tasks, W, GRACE, MAX)
+    assert orphan_count(plan) == 2  # "orphan" (resend) and "dead" (sent, about to be rejected)
+    later = defer_orphans(plan, now, GRACE)
+    assert [s.task.id for s in later.sends] == ["new"]
+    assert [t.id for t in later.exhausted] == ["released-dead"]
+    assert later.in_flight == plan.in_flight + 2 == 3
+    assert later.orphan_check_ms == max(plan.orphan_check_ms, now + GRACE)
+    assert orphan_count(later) == 0
+    assert defer_orphans(later, now, GRACE) is later  # nothing to defer: the same plan
 
 
 def test_plan_window_validates_window():
