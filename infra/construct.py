@@ -26,6 +26,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from functions.core.config import META_PK, RULE_DESCRIPTION, Settings, to_environment
@@ -39,6 +40,9 @@ from .bundling import functions_code
 # 2199-12-31T23:59Z: the last minute EventBridge accepts, so it can never fire by accident.
 PLACEHOLDER_MINUTE_MS = 7_258_118_340_000
 PLACEHOLDER_SCHEDULE = one_shot_cron(PLACEHOLDER_MINUTE_MS)
+
+# The payload's "source" when a deployment invokes the poller (see Scheduler._resync_after_rule_changes).
+RESYNC_SOURCE = "punctual.deploy"
 
 POLLER_HANDLER = "functions.poller.handler.handler"
 CONSUMER_HANDLER = "functions.consumer.handler.handler"
@@ -134,6 +138,9 @@ class Scheduler(Construct):
     :param max_attempts: sends of one row before it is rejected as undeliverable. Default: 5.
     :param log_payloads: log task payloads (never on by default: payloads are data). Default: False.
     :param metrics_namespace: CloudWatch namespace of the EMF metrics. Default: ``"Punctual"``.
+    :param resync_on_deploy: invoke the poller once after a deployment that creates or changes the
+        rule (CloudFormation puts it back DISABLED; the poll re-arms it from the meta row). Adds
+        an ``AwsCustomResource`` (a Node.js function run at deploy time only). Default: True.
     """
 
     def __init__(
@@ -158,6 +165,7 @@ class Scheduler(Construct):
         max_attempts: int = 5,
         log_payloads: bool = False,
         metrics_namespace: str = "Punctual",
+        resync_on_deploy: bool = True,
     ) -> None:
         super().__init__(scope, id)
         # Validation is the functions' own: constructing Settings raises the ValueError they would
@@ -389,7 +397,56 @@ class Scheduler(Construct):
         if alarms:
             self._create_alarms(lateness_alarm_threshold_ms)
 
+        # ---- deployments that reset the rule ----------------------------------------------------
+        # CloudFormation creates the rule, and re-puts it on any change to its properties, with
+        # the template's placeholder: DISABLED. The arm in the meta row would then be missed until
+        # the next insert (and with no insert, never). After each such change, invoke the poller
+        # once (asynchronously): it polls and re-applies the meta row's arm to the rule.
+        self.resync: cr.AwsCustomResource | None = None
+        if resync_on_deploy:
+            self.resync = self._resync_after_rule_changes(rule_name)
+
         self._acknowledge_nag_findings()
+
+    def _resync_after_rule_changes(self, rule_name: str) -> cr.AwsCustomResource:
+        """An ``AwsCustomResource`` whose create/update invokes the poller (event invocation: the
+        deployment does not wait for the poll). Its payload carries every property the rule is
+        created with, so any change that makes CloudFormation re-put the rule also updates this
+        resource, which runs after the rule (``tests/infra`` checks the payload covers them all)."""
+        rule_props = {
+            "Name": rule_name,
+            "Description": RULE_DESCRIPTION,
+            "ScheduleExpression": PLACEHOLDER_SCHEDULE,
+            "State": "DISABLED",
+            "Target": {
+                "Arn": self.poller_function.function_arn,
+                "RetryAttempts": RULE_TARGET_RETRY_ATTEMPTS,
+                "MaximumEventAgeInSeconds": RULE_TARGET_MAX_EVENT_AGE.to_seconds(),
+                "DeadLetterArn": self.rule_dead_letter_queue.queue_arn,
+            },
+        }
+        payload = Stack.of(self).to_json_string({"source": RESYNC_SOURCE, "rule": rule_props})
+        call = cr.AwsSdkCall(
+            service="Lambda",
+            action="invoke",
+            parameters={"FunctionName": self.poller_function.function_name, "InvocationType": "Event",
+                        "Payload": payload},
+            physical_resource_id=cr.PhysicalResourceId.of(f"{rule_name}-resync"),
+        )
+        resync = cr.AwsCustomResource(
+            self,
+            "ResyncRule",
+            on_create=call,
+            on_update=call,
+            policy=cr.AwsCustomResourcePolicy.from_statements([
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"],
+                                    resources=[self.poller_function.function_arn]),
+            ]),
+            install_latest_aws_sdk=False,
+        )
+        # after the rule is (re)put, and after the poller and its permissions are in place
+        resync.node.add_dependency(self.rule, self.poller_function)
+        return resync
 
     # ---- cdk-scheduler compatible aliases --------------------------------------------------------
     @property
@@ -516,6 +573,19 @@ class Scheduler(Construct):
         # does not support resource-level permissions (AWS requirement).
         ack(self.editor_function.role, "AwsSolutions-IAM5[Resource::*]",
             "dynamodb:ListStreams (added by the DynamoDB event source) supports no resource-level permissions.")
+        if self.resync is not None:
+            # The AwsCustomResource provider: one Node.js function per stack, shared by every
+            # AwsCustomResource in it, created by CDK with the basic execution role.
+            provider_id = "AWS" + cr.AwsCustomResource.PROVIDER_FUNCTION_UUID.replace("-", "")
+            provider = Stack.of(self).node.try_find_child(provider_id)
+            if provider is not None:
+                ack(provider, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                              "AWSLambdaBasicExecutionRole]",
+                    "CDK's AwsCustomResource provider (runs at deploy time only) writes its logs with the "
+                    "AWS managed basic execution role; its only other permission is lambda:InvokeFunction "
+                    "on the poller.")
+                ack(provider, "AwsSolutions-L1",
+                    "CDK's AwsCustomResource provider: its Node.js runtime is chosen and updated by aws-cdk-lib.")
         for fn in self.functions:
             ack(fn, "AwsSolutions-L1",
                 "The runtime is a prop (default python3.13, the version the bundled wheels are built and tested "

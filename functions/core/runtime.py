@@ -24,11 +24,20 @@ class Deps:
 _cached: Deps | None = None
 
 
-def make_clients(endpoint_url: str | None = None, region: str | None = None) -> dict[str, Any]:
+def pool_size(settings: Settings) -> int:
+    """HTTP connections each client keeps: one per send worker, plus the handler's own calls.
+    botocore's default (10) is below the 16 send workers: the extra threads' connections were
+    discarded after each call and re-opened (a TCP + TLS handshake per request)."""
+    return settings.send_workers + 4
+
+
+def make_clients(endpoint_url: str | None = None, region: str | None = None,
+                 max_pool_connections: int = 10) -> dict[str, Any]:
     import boto3
     from botocore.config import Config
 
-    cfg = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20)
+    cfg = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20,
+                 max_pool_connections=max_pool_connections)
     kw: dict[str, Any] = {"config": cfg}
     if endpoint_url:
         kw["endpoint_url"] = endpoint_url
@@ -41,9 +50,10 @@ def default_deps() -> Deps:
     """Deps from the environment (AWS_ENDPOINT_URL is honoured by boto3 itself)."""
     global _cached
     if _cached is None:
-        clients = make_clients()
+        settings = load_settings()
+        clients = make_clients(max_pool_connections=pool_size(settings))
         _cached = Deps(
-            settings=load_settings(),
+            settings=settings,
             clock=SystemClock(),
             ddb=clients["dynamodb"],
             sqs=clients["sqs"],

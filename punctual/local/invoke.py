@@ -23,7 +23,7 @@ from typing import Any
 
 from functions.core.clock import SystemClock
 from functions.core.config import load_settings
-from functions.core.runtime import Deps, make_clients
+from functions.core.runtime import Deps, make_clients, pool_size
 
 from .provision import Function
 
@@ -68,7 +68,7 @@ class LocalFunction:
         self.module, self.attr = import_handler(spec.handler)
         self.inners = [name for name in INNER if callable(getattr(self.module, name, None))]
         self.settings = load_settings(spec.environment)
-        clients = make_clients(endpoint_url, region)
+        clients = make_clients(endpoint_url, region, max_pool_connections=pool_size(self.settings))
         self.deps = Deps(
             settings=self.settings,
             clock=SystemClock(),

@@ -419,6 +419,12 @@ class Provisioner:
         )
 
     def _function(self, lid: str) -> None:
+        runtime = str(self._props(lid).get("Runtime", "python"))
+        if not runtime.startswith("python"):
+            # e.g. CDK's AwsCustomResource provider (Node.js), run by CloudFormation at deploy time:
+            # the local stack runs Python handlers in process and has no deployments
+            self.model.ignored[f"{FUNCTION_TYPE} ({runtime})"] += 1
+            return
         p = self.resolve(self._props(lid))
         env = {k: str(v) for k, v in ((p.get("Environment") or {}).get("Variables") or {}).items()}
         reserved = p.get("ReservedConcurrentExecutions")

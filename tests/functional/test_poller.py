@@ -505,3 +505,21 @@ def test_released_row_polled_soon_even_with_rows_in_flight_beyond(stack, frozen)
     assert report.failed == 1
     state, minute = rule_state(stack)
     assert state == "ENABLED" and minute <= now_ms() + ARM_MARGIN_MS + MIN
+
+
+def test_the_poll_a_deployment_triggers_re_arms_a_rule_cloudformation_reset(stack, frozen):
+    """A deployment that re-puts the rule leaves it DISABLED with the placeholder while the meta
+    row still holds the arm; the construct then invokes the poller (resync_on_deploy). That one
+    poll puts the rule back in line with what is pending."""
+    from functions.core.cron import one_shot_cron
+
+    stack.put_raw(sk(3_600 * S, "in-an-hour"), {"k": 1})
+    poll(stack.deps)
+    state, armed = rule_state(stack)
+    assert state == "ENABLED"
+    # CloudFormation's update: the template's rule, DISABLED, placeholder minute (2199-12-31 23:59)
+    stack.events.put_rule(Name=stack.settings.rule_name, ScheduleExpression=one_shot_cron(7_258_118_340_000),
+                          State="DISABLED")
+    frozen.tick(60)
+    poll(stack.deps)  # the deploy-time invocation (the handler ignores its event)
+    assert rule_state(stack) == ("ENABLED", armed)

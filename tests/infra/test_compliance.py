@@ -62,6 +62,8 @@ def test_every_acknowledgment_has_a_reason(demo, custom):
         "AwsSolutions-IAM5[Resource::*]",
         "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
         "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",
+        # CDK's AwsCustomResource provider (resync_on_deploy), on its role only
+        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
     }
     for where, reason in seen.items():
         assert len(reason) > 40, f"acknowledgment without a real reason: {where}: {reason!r}"

@@ -501,3 +501,77 @@ def test_readme_snippet_builds():
     grant = scheduler.grant_schedule(producer_fn)
     consumer_fn.add_event_source(sources.SqsEventSource(scheduler.delivery_queue, report_batch_item_failures=True))
     assert grant.success
+
+
+# ---- deployments that reset the rule: the poller runs once after -------------------------------
+
+def _render(value) -> str:
+    """A template value as text: Fn::Join concatenated, other intrinsics as <Name:args> (no quotes,
+    so a rendered intrinsic can sit inside a JSON string)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return sep.join(_render(p) for p in parts)
+    if isinstance(value, dict) and len(value) == 1:
+        ((fn, args),) = value.items()
+        return f"<{fn}:{json.dumps(args, sort_keys=True).replace(chr(34), '')}>"
+    return json.dumps(value, sort_keys=True)
+
+
+def _leaves(value, skip=("Id",)) -> set[str]:
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)).startswith(("Fn::", "Ref")):
+        return {_render(value)}
+    if isinstance(value, dict):
+        return set().union(*(_leaves(v) for k, v in value.items() if k not in skip)) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_leaves(v) for v in value)) if value else set()
+    return {_render(value)}
+
+
+@pytest.mark.parametrize("name", ["demo", "custom"])
+def test_a_deployment_that_resets_the_rule_invokes_the_poller_after_it(name, request):
+    """CloudFormation (re)puts the rule DISABLED with the placeholder on create and on any change
+    of its properties: the armed poll in the meta row would be missed until the next insert.
+    A custom resource invokes the poller (event invocation) after the rule; it is updated, hence
+    run again, whenever any property of the rule changes, because its payload carries them all."""
+    d = request.getfixturevalue(name)
+    s = d.scheduler
+    (lid,) = [k for k, r in d.json["Resources"].items() if r["Type"] == "Custom::AWS"]
+    res = d.json["Resources"][lid]
+    rule_id, poller_id = d.logical_id(s.rule), d.logical_id(s.poller_function)
+    assert rule_id in res["DependsOn"] and poller_id in res["DependsOn"]
+    create, update = (json.loads(_render(res["Properties"][k])) for k in ("Create", "Update"))
+    assert create == update
+    assert (create["service"], create["action"]) == ("Lambda", "invoke")
+    params = create["parameters"]
+    assert params["FunctionName"] == _render({"Ref": poller_id})
+    assert params["InvocationType"] == "Event"  # the deployment does not wait for (or fail on) the poll
+    payload = json.loads(params["Payload"])
+    assert payload["source"] == "punctual.deploy"
+    rule_props = d.json["Resources"][rule_id]["Properties"]
+    missing = _leaves(rule_props) - _leaves(payload["rule"])
+    assert not missing, f"rule properties not in the resync payload (a change would not re-run it): {missing}"
+    # its own permission: invoking the poller, nothing else
+    policy = [r for r in d.json["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
+              and "CustomResourcePolicy" in json.dumps(r["Properties"].get("PolicyName", ""))]
+    (pol,) = policy
+    assert [(st["Action"], st["Resource"]) for st in pol["Properties"]["PolicyDocument"]["Statement"]] == [
+        ("lambda:InvokeFunction", getatt(poller_id))]
+
+
+def test_resync_on_deploy_can_be_turned_off(tmp_path):
+    from aws_cdk import App, Stack
+
+    from infra import Scheduler
+
+    from .conftest import FAST_APP, NO_BUNDLING
+
+    app = App(outdir=str(tmp_path), context=NO_BUNDLING, **FAST_APP)
+    stack = Stack(app, "NoResync")
+    scheduler = Scheduler(stack, "S", alarms=False, resync_on_deploy=False)
+    template = app.synth().get_stack_by_name("NoResync").template
+    assert scheduler.resync is None
+    assert not [r for r in template["Resources"].values() if r["Type"] == "Custom::AWS"]
+    assert not [r for r in template["Resources"].values()
+                if r["Type"] == "AWS::Lambda::Function" and not r["Properties"]["Runtime"].startswith("python")]

@@ -55,3 +55,23 @@ def test_unsupported_intrinsic_is_a_clear_error(clients):
         "Fn::ImportValue": "elsewhere"}
     with pytest.raises(TemplateUnsupported, match="Fn::ImportValue"):
         Provisioner(t, clients).provision()
+
+
+def test_deploy_time_resources_have_no_local_behaviour(clients):
+    """The construct's resync custom resource and CDK's Node.js provider run at deploy time in
+    CloudFormation; locally there are no deployments: both are listed as ignored, not run."""
+    t = mini_template()
+    t["Resources"]["AWS679f53fac002430cb0da5b7982bd22872D164C4C"] = {
+        "Type": "AWS::Lambda::Function",
+        "Properties": {"Runtime": "nodejs22.x", "Handler": "index.handler",
+                       "Code": {"S3Bucket": {"Fn::Sub": "cdk-assets-${AWS::AccountId}"}, "S3Key": "x.zip"}}}
+    t["Resources"]["SchedulerResyncRule0A1B2C3D"] = {
+        "Type": "Custom::AWS",
+        "Properties": {"ServiceToken": {"Fn::GetAtt": ["AWS679f53fac002430cb0da5b7982bd22872D164C4C", "Arn"]}}}
+    model = Provisioner(t, clients).provision()
+    assert "AWS679f53fac002430cb0da5b7982bd22872D164C4C" not in model.functions
+    assert model.ignored["AWS::Lambda::Function (nodejs22.x)"] == 1
+    assert model.ignored["Custom::AWS"] == 1
+    python = {lid for lid, r in t["Resources"].items()
+              if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Runtime", "python").startswith("python")}
+    assert python and set(model.functions) == python

@@ -49,3 +49,19 @@ def test_validation_errors(env, match):
 def test_env_names_are_unique_and_cover_settings():
     assert len(set(ENV.values())) == len(ENV)
     assert set(ENV) <= set(Settings.__dataclass_fields__)
+
+
+def test_every_send_worker_keeps_its_own_connection(monkeypatch):
+    """The handlers' clients pool more connections than the poller has send workers: botocore's
+    default pool (10) made 6 of the 16 workers open a new connection for every call."""
+    from functions.core import runtime
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("PUNCTUAL_SEND_WORKERS", "24")
+    runtime.reset_default_deps()
+    try:
+        deps = runtime.default_deps()
+        for client in (deps.ddb, deps.sqs, deps.events):
+            assert client.meta.config.max_pool_connections > deps.settings.send_workers == 24
+    finally:
+        runtime.reset_default_deps()
