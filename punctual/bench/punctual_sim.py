@@ -134,6 +134,7 @@ class PunctualSim:
         self.esm_waiting = False
         self.esm_backlog = False  # the last receive came back full: more messages are waiting
         self.esm_polls: set[Any] = set()
+        self.esm_poll_views: dict[Any, int | None] = {}
         self.esm_fill_pending = 0  # polls scheduled by _esm_fill, not yet run
         self.esm_fill_seq = 0
         self.lost_message_ids: set[str] = set()
@@ -461,9 +462,15 @@ class PunctualSim:
     def _esm_schedule(self, t: int, view: int | None = None) -> None:
         key = t
         if key in self.esm_polls:
+            # one poll at this ms serves both messages: it must see the later one as visible too
+            # (keeping the first view left a message visible 400 ms later unseen until some other
+            # message's poll, 25 s later in the steady run)
+            if view is not None:
+                self.esm_poll_views[key] = max(view, self.esm_poll_views.get(key) or view)
             return
         self.esm_polls.add(key)
-        self.engine.at(t, lambda: self._esm_poll(key, view))
+        self.esm_poll_views[key] = view
+        self.engine.at(t, lambda: self._esm_poll(key, self.esm_poll_views.pop(key, view)))
 
     def _esm_fill(self) -> None:
         """Lambda keeps ``limit`` processes reading batches while messages are available:
