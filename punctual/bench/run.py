@@ -84,7 +84,9 @@ def main(args: argparse.Namespace) -> int:
               f"({time.perf_counter() - started:.1f} s)", flush=True)
     summaries = [summarize(r) for r in results]
     cmd = "punctual bench" + (" --quick" if args.quick else "") + f" --seed {args.seed}" + "".join(
-        f" --scenario {n}" for n in (args.scenario or [])) + (f" --tasks {args.tasks}" if args.tasks else "")
+        f" --scenario {n}" for n in (args.scenario or [])) + (f" --tasks {args.tasks}" if args.tasks else "") + (
+        f" --backend {args.backend}" if getattr(args, "backend", "moto") != "moto" else "") + "".join(
+        f" --set {kv}" for kv in args.set)
     text = "\n\n".join([
         f"# Benchmark results\n\nCommand: `{cmd}`  \nPrices: {prices.PRICES_REGION} on-demand, "
         f"written down {prices.PRICES_DATE} (punctual/bench/prices.py).",
