@@ -84,7 +84,8 @@ def main(args: argparse.Namespace) -> int:
               f"({time.perf_counter() - started:.1f} s)", flush=True)
     summaries = [summarize(r) for r in results]
     cmd = "punctual bench" + (" --quick" if args.quick else "") + f" --seed {args.seed}" + "".join(
-        f" --scenario {n}" for n in (args.scenario or [])) + (f" --tasks {args.tasks}" if args.tasks else "") + (
+        f" --scenario {n}" for n in (args.scenario or [])) + (f" --tasks {args.tasks}" if args.tasks else "") + "".join(
+        f" --strategy {st}" for st in (args.strategy or [])) + (
         f" --backend {args.backend}" if getattr(args, "backend", "moto") != "moto" else "") + "".join(
         f" --set {kv}" for kv in args.set)
     text = "\n\n".join([

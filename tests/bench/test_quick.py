@@ -91,3 +91,22 @@ def test_one_lambda_sqs_poll_serves_every_message_it_was_scheduled_for():
     sim._esm_schedule(t, t + 100)
     sim.engine.run(t + 1)
     assert polls == [(t, t + 700)]
+
+
+def test_a_report_names_the_command_that_reproduces_it(tmp_path):
+    """The written command carries the strategies, the backend and every model override: a
+    fake-backend result must not read as a moto one."""
+    import argparse
+    import json
+
+    from punctual.bench.run import add_arguments, main
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["--quick", "--scenario", "idle", "--strategy", "punctual", "--backend", "fake",
+                         "--set", "cold_start_ms=0,0", "--no-plots", "--out", str(tmp_path)])
+    assert main(args) == 0
+    cmd = json.loads((tmp_path / "results-idle.json").read_text())["command"]
+    assert cmd == ("punctual bench --quick --seed 1 --scenario idle --strategy punctual --backend fake"
+                   " --set cold_start_ms=0,0")
+    assert f"`{cmd}`" in (tmp_path / "results-idle.md").read_text()
