@@ -258,7 +258,8 @@ class LocalStack:
         lines += [f"  queue      {role:<13} {url}" for role, url in d["queues"].items()]
         for d_ in self.drivers:
             lines.append(f"  driver     {d_.name}")
-        ignored = ", ".join(f"{k.split('::')[-1]} ({v})" for k, v in sorted(self.model.ignored.items()))
+        ignored = ", ".join(f"{k if k.startswith('Custom::') else k.split('::')[-1]} ({v})"
+                            for k, v in sorted(self.model.ignored.items()))
         if ignored:
             lines.append(f"  no local behaviour: {ignored}")
         if self.opts.state_file:
