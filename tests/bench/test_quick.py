@@ -110,3 +110,32 @@ def test_a_report_names_the_command_that_reproduces_it(tmp_path):
     assert cmd == ("punctual bench --quick --seed 1 --scenario idle --strategy punctual --backend fake"
                    " --set cold_start_ms=0,0")
     assert f"`{cmd}`" in (tmp_path / "results-idle.md").read_text()
+
+
+def test_invariant_7_cost_per_task_in_a_burst():
+    """DESIGN.md invariant 7, measured on 1,000 tasks due in the same second (fake backend, the real
+    handlers): beyond the user's own put, 2 DynamoDB writes per task (the claim and the delete),
+    SQS sends and deletes in batches of 10, queries paginated, no scan.
+
+    Reads are 2 per task, not the design's 1: the consumer's consistent read of the row before
+    delivery (cancellation, invariant 4), and the editor's consistent read of the meta row once per
+    stream batch, which inserts spread over time make one batch per insert. Pinned here so that it
+    cannot grow unnoticed."""
+    (r,) = run_scenario("burst", seed=1, quick=True, models=Models(), strategies=("punctual",), backend="fake")
+    n = r.n
+    assert summarize(r).delivered == n == 1_000
+    calls = {}
+    for (actor, api), count in r.requests.items():
+        calls[(actor, api)] = calls.get((actor, api), 0) + count
+    user_puts = calls.pop(("user", "dynamodb.PutItem"))
+    assert user_puts == n
+    writes = r.ddb_wru - user_puts
+    assert writes / n <= 2.01, writes / n  # claim + delete, plus a handful of arming writes
+    assert r.ddb_rru / n <= 2.05, r.ddb_rru / n
+    ops = {api for _, api in calls}
+    assert "dynamodb.Scan" not in ops
+    sends = sum(c for (_, api), c in calls.items() if api == "sqs.SendMessageBatch")
+    assert "sqs.SendMessage" not in ops
+    assert sends <= 2 * (n / 10) * 1.1  # delay queue + delivery queue, ~10 per call
+    deletes = sum(c for (_, api), c in calls.items() if api == "sqs.DeleteMessageBatch")
+    assert deletes <= (n / 10) * 1.1
