@@ -150,3 +150,34 @@ def test_next_poll_minute_is_in_the_future(now, due, check, lead):
         assert minute > now and minute % MINUTE_MS == 0
         if due is not None and due - lead > now + MINUTE_MS:
             assert minute <= due - lead  # armed by due - lead
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(-2 * W, W + 60_000),  # due, relative to now
+            st.one_of(st.none(), st.integers(-3 * W, 120_000)),  # send mark, relative to now (None: never sent)
+            st.integers(0, MAX + 1),  # attempt
+        ),
+        max_size=25,
+    ),
+)
+def test_deferring_orphans_never_drops_a_row_and_always_checks_again(rows):
+    now = T0
+    tasks = [task(now + due, f"r{i}", None if mark is None else now + mark, attempt)
+             for i, (due, mark, attempt) in enumerate(rows)]
+    plan = plan_window(now, tasks, W, GRACE, MAX)
+    later = defer_orphans(plan, now, GRACE)
+
+    def accounted(p):
+        return len(p.sends) + p.in_flight + len(p.exhausted)
+
+    assert accounted(later) == accounted(plan)  # every row of the window is still somewhere
+    assert [s.task.sk for s in later.sends] == [s.task.sk for s in plan.sends if not s.resend]  # new rows still go
+    assert all(t.enqueued_ms is None for t in later.exhausted)  # only never-re-sent rows are still rejected
+    assert orphan_count(later) == 0
+    if orphan_count(plan):
+        assert later.orphan_check_ms is not None and later.orphan_check_ms >= now + GRACE  # a poll follows
+    else:
+        assert later is plan
