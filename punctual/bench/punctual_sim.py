@@ -133,10 +133,9 @@ class PunctualSim:
         self.esm_scale_start: int | None = None
         self.esm_waiting = False
         self.esm_backlog = False  # the last receive came back full: more messages are waiting
-        self.esm_polls: set[Any] = set()
-        self.esm_poll_views: dict[Any, int | None] = {}
+        # pick-up polls scheduled, one per virtual ms: ms -> the latest view of the queue it must take
+        self.esm_poll_views: dict[int, int | None] = {}
         self.esm_fill_pending = 0  # polls scheduled by _esm_fill, not yet run
-        self.esm_fill_seq = 0
         self.lost_message_ids: set[str] = set()
         # stream event source state
         self.stream_busy = False
@@ -461,16 +460,15 @@ class PunctualSim:
 
     def _esm_schedule(self, t: int, view: int | None = None) -> None:
         key = t
-        if key in self.esm_polls:
+        if key in self.esm_poll_views:
             # one poll at this ms serves both messages: it must see the later one as visible too
             # (keeping the first view left a message visible 400 ms later unseen until some other
             # message's poll, 25 s later in the steady run)
             if view is not None:
                 self.esm_poll_views[key] = max(view, self.esm_poll_views.get(key) or view)
             return
-        self.esm_polls.add(key)
         self.esm_poll_views[key] = view
-        self.engine.at(t, lambda: self._esm_poll(key, self.esm_poll_views.pop(key, view)))
+        self.engine.at(t, lambda: self._esm_poll(self.esm_poll_views.pop(key, view)))
 
     def _esm_fill(self) -> None:
         """Lambda keeps ``limit`` processes reading batches while messages are available:
@@ -478,17 +476,14 @@ class PunctualSim:
         would cap a backlog at one batch per poll latency whatever the scaling limit)."""
         free = self._esm_limit() - self.esm_inflight - self.esm_fill_pending
         for _ in range(max(0, free)):
-            self.esm_fill_seq += 1
             self.esm_fill_pending += 1
-            key = ("fill", self.esm_fill_seq)
-            self.esm_polls.add(key)
-            self.engine.at(self.engine.now + self._u(self.m.sqs_poll_latency_ms),
-                           lambda key=key: self._esm_poll(key, None))
+            self.engine.at(self.engine.now + self._u(self.m.sqs_poll_latency_ms), self._esm_fill_poll)
 
-    def _esm_poll(self, key: Any, view: int | None) -> None:
-        self.esm_polls.discard(key)
-        if isinstance(key, tuple):
-            self.esm_fill_pending -= 1
+    def _esm_fill_poll(self) -> None:
+        self.esm_fill_pending -= 1
+        self._esm_poll(None)
+
+    def _esm_poll(self, view: int | None) -> None:
         if self.esm_inflight >= self._esm_limit():
             self.esm_waiting = True
             if self.esm_scale_start is None:
