@@ -1,1 +1,1 @@
-"""Punctual Lambda functions: pure core plus three thin handlers."""
+"""Punctual's three Lambda handlers; the code they run is :mod:`punctual.core`."""

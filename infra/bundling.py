@@ -1,8 +1,10 @@
-"""Docker-free packaging of the Lambda code: ``functions/`` plus its third-party wheels.
+"""Docker-free packaging of the Lambda code: the handlers, :mod:`punctual.core` and third-party wheels.
 
 :class:`LocalPythonBundling` implements CDK's ``ILocalBundling``: CDK calls
-:meth:`try_bundle` with an empty output directory; we copy the ``functions``
-package there and let pip install the runtime dependencies as *binary wheels for
+:meth:`try_bundle` with an empty output directory; we copy the handlers (``functions/``)
+and the code they run (``punctual/__init__.py`` and ``punctual/core/``, nothing else of
+the package: no client, CLI, local stack or benchmark) there and let pip install the
+runtime dependencies as *binary wheels for
 the Lambda platform* (``manylinux2014_aarch64`` or ``manylinux2014_x86_64``, the
 runtime's CPython version), whatever machine runs the synth. pydantic-core is
 compiled, so a wheel for the build machine would fail at import time on Lambda.
@@ -12,6 +14,7 @@ boto3/botocore are not bundled: the Lambda Python runtime provides them.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import shutil
 import subprocess
@@ -24,10 +27,20 @@ import jsii
 from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 
-import functions
+import punctual.core
 
-#: The package every handler lives in (``functions.poller.handler.handler`` ...).
-FUNCTIONS_DIR = Path(functions.__file__).resolve().parent
+#: The package every handler lives in (``functions.poller.handler.handler`` ...): found beside
+#: this package, never through ``sys.path`` (a user's project may have a ``functions`` of its own).
+#: In this repository that is ``infra/../functions``; in the installed wheel, where this package
+#: is ``punctual.cdk``, it is ``punctual/cdk/../functions`` = ``punctual/functions``.
+FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
+CORE_DIR = Path(punctual.core.__file__).resolve().parent
+#: What the asset holds: (source, path in the asset). The handlers import ``punctual.core``.
+SOURCES: tuple[tuple[Path, str], ...] = (
+    (FUNCTIONS_DIR, "functions"),
+    (CORE_DIR.parent / "__init__.py", "punctual/__init__.py"),
+    (CORE_DIR, "punctual/core"),
+)
 #: Third-party distributions the functions import at run time (boto3 excluded: the runtime has it).
 RUNTIME_DISTRIBUTIONS: tuple[str, ...] = ("pydantic",)
 _IGNORE = ("__pycache__", "*.pyc", "*.pyo", ".pytest_cache", ".mypy_cache")
@@ -82,20 +95,24 @@ class LocalPythonBundling:
         platform: str,
         python_version: str,
         requirements: Sequence[str],
-        source_dir: Path = FUNCTIONS_DIR,
+        sources: Sequence[tuple[Path, str]] = SOURCES,
         python: str = sys.executable,
     ) -> None:
         self.platform = platform
         self.python_version = python_version
         self.requirements = list(requirements)
-        self.source_dir = Path(source_dir)
+        self.sources = [(Path(src), dest) for src, dest in sources]
         self.python = python
 
     # jsii calls tryBundle(outputDir, options); the options struct is not needed here.
     def try_bundle(self, output_dir: str, *args: Any, **kwargs: Any) -> bool:
         out = Path(output_dir)
-        shutil.copytree(self.source_dir, out / self.source_dir.name, ignore=shutil.ignore_patterns(*_IGNORE),
-                        dirs_exist_ok=True)
+        for src, dest in self.sources:
+            if src.is_dir():
+                shutil.copytree(src, out / dest, ignore=shutil.ignore_patterns(*_IGNORE), dirs_exist_ok=True)
+            else:
+                (out / dest).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, out / dest)
         if self.requirements:
             cmd = [self.python, "-m", "pip",
                    *pip_arguments(str(out), self.platform, self.python_version, self.requirements)]
@@ -110,24 +127,46 @@ def functions_code(
     runtime: lambda_.Runtime,
     requirements: Sequence[str] | None = None,
 ) -> lambda_.AssetCode:
-    """One asset (``functions`` + wheels) shared by the three functions of a stack.
+    """One asset (handlers + ``punctual.core`` + wheels) shared by the three functions of a stack.
 
-    The asset hash covers the source (``functions/``, caches excluded) and the
-    bundling command below, which names the platform, Python version and pinned
-    requirements: a change to any of them gives a new asset.
+    The asset hash covers the sources (caches excluded) and the bundling command below,
+    which names the platform, Python version and pinned requirements: a change to any of
+    them gives a new asset.
     """
     reqs = pinned_requirements() if requirements is None else list(requirements)
     platform, version = pip_platform(architecture), python_version(runtime)
     local = LocalPythonBundling(platform=platform, python_version=version, requirements=reqs)
+    command = ["pip", *pip_arguments("/asset-output", platform, version, reqs)]
     return lambda_.Code.from_asset(
         str(FUNCTIONS_DIR),
-        asset_hash_type=AssetHashType.SOURCE,
+        asset_hash_type=AssetHashType.CUSTOM,
+        asset_hash=source_hash(SOURCES, command),
         exclude=[f"**/{p}" for p in _IGNORE],
         bundling=BundlingOptions(
             # Never pulled: local bundling always succeeds or raises. Docker is not required.
             image=DockerImage.from_registry("unused"),
             local=local,
             # Documents the equivalent command and feeds the asset hash.
-            command=["pip", *pip_arguments("/asset-output", platform, version, reqs)],
+            command=command,
         ),
     )
+
+
+def source_files(sources: Sequence[tuple[Path, str]] = SOURCES) -> dict[str, Path]:
+    """Every file the asset copies, by its path in the asset (caches excluded)."""
+    out: dict[str, Path] = {}
+    for src, dest in sources:
+        files = [(p, f"{dest}/{p.relative_to(src).as_posix()}") for p in sorted(src.rglob("*")) if p.is_file()] \
+            if src.is_dir() else [(src, dest)]
+        for path, name in files:
+            if not any(part == "__pycache__" or part.endswith((".pyc", ".pyo", "_cache")) for part in name.split("/")):
+                out[name] = path
+    return out
+
+
+def source_hash(sources: Sequence[tuple[Path, str]], command: Sequence[str]) -> str:
+    """SHA-256 of the asset's file names and contents and of the bundling command."""
+    digest = hashlib.sha256("\0".join(command).encode())
+    for name, path in sorted(source_files(sources).items()):
+        digest.update(b"\0" + name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()

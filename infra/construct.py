@@ -5,9 +5,9 @@ props whose units are in their names, documented defaults, the L2 resources expo
 attributes, ``grant_*`` returning :class:`aws_iam.Grant` and ``metric_*`` helpers.
 
 Names shared with the functions are never spelled twice: environment variables come
-from :data:`functions.core.config.ENV` (via ``to_environment``), the rule description
-from :data:`functions.core.config.RULE_DESCRIPTION`, metric names from
-:mod:`functions.core.metrics_names`.
+from :data:`punctual.core.config.ENV` (via ``to_environment``), the rule description
+from :data:`punctual.core.config.RULE_DESCRIPTION`, metric names from
+:mod:`punctual.core.metrics_names`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from functions.core.config import META_PK, RULE_DESCRIPTION, Settings, to_environment
-from functions.core.cron import one_shot_cron
-from functions.core.metrics_names import LATENESS_MS, REJECTED_ROWS
-from functions.core.models import ATTR_ENQUEUED_MS
+from punctual.core.config import META_PK, RULE_DESCRIPTION, Settings, to_environment
+from punctual.core.cron import one_shot_cron
+from punctual.core.metrics_names import LATENESS_MS, REJECTED_ROWS
+from punctual.core.models import ATTR_ENQUEUED_MS
 
 from .bundling import functions_code
 
@@ -76,7 +76,7 @@ DLQ_RETENTION = Duration.days(14)
 DELAY_RETENTION = Duration.days(4)  # pointers live <= 15 min + retries; a DLQ keeps the failures
 DELIVERY_RETENTION = Duration.days(14)  # consumers may be down for a long weekend
 
-# Exactly the API calls each function makes (handlers + functions/core store, arming, sending, queues).
+# Exactly the API calls each function makes (handlers + punctual/core store, arming, sending, queues).
 # poller: query_below/query_from, read_arm, claim/release/arm (UpdateItem), reject_row/delete (DeleteItem).
 # editor: get_row/read_arm (GetItem), claim/release/arm (UpdateItem), reject_row (DeleteItem).
 POLLER_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from functions.core.clock import SystemClock, iso_ms
-from functions.core.config import ENV, META_ARM_SK, META_PK
-from functions.core.cron import parse_one_shot_cron
-from functions.core.keys import InvalidKey, decode_sk
+from punctual.core.clock import SystemClock, iso_ms
+from punctual.core.config import ENV, META_ARM_SK, META_PK
+from punctual.core.cron import parse_one_shot_cron
+from punctual.core.keys import InvalidKey, decode_sk
 
 from .timeparse import TimeSpecError, parse_at_ms, resolve_due_ms
 
@@ -113,10 +113,8 @@ def resolve_target(args: argparse.Namespace, environ: dict[str, str] | None = No
 
 
 def _editor() -> Any:
-    try:
-        from functions.editor import client as editor
-    except ImportError as exc:
-        raise CliError(f"the editor client (functions.editor.client) is not available: {exc}") from exc
+    from punctual import client as editor
+
     return editor
 
 

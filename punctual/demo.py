@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from functions.core.clock import SystemClock, iso_ms
-from functions.core.keys import encode_sk
+from punctual.core.clock import SystemClock, iso_ms
+from punctual.core.keys import encode_sk
 
 DEMO_PROPS = {"window_seconds": 70, "lead_seconds": 10}
 GRACE_MS = 6_000  # how late a delivery may come before the demo calls it lost
@@ -97,7 +97,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from .local.stack import free_port
 
     try:
-        from functions.editor.client import PunctualClient
+        from punctual.client import PunctualClient
     except ImportError as exc:
         raise CliError(f"the editor client is not available yet: {exc}") from exc
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from functions.core.clock import to_epoch_ms
-from functions.core.keys import MAX_DUE_MS
+from punctual.core.clock import to_epoch_ms
+from punctual.core.keys import MAX_DUE_MS
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")

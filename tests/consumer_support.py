@@ -13,8 +13,8 @@ import json
 from typing import Any
 
 from functions.consumer.handler import consume
-from functions.core.keys import encode_sk
-from functions.core.models import DelayMessage
+from punctual.core.keys import encode_sk
+from punctual.core.models import DelayMessage
 from punctual.lambda_events import sqs_record
 from tests.support import REGION, Stack
 

@@ -48,10 +48,10 @@ from typing import Any
 from moto.core import DEFAULT_ACCOUNT_ID
 
 from functions.consumer.handler import consume
-from functions.core.cron import MINUTE_MS, parse_one_shot_cron
-from functions.core.runtime import Deps
 from functions.editor.handler import process_stream
 from functions.poller.handler import poll
+from punctual.core.cron import MINUTE_MS, parse_one_shot_cron
+from punctual.core.runtime import Deps
 from tests.consumer_support import ack, queue_arn, to_lambda_record
 from tests.faults import InjectedCrash
 from tests.support import REGION, Stack, StreamReader, client

@@ -9,8 +9,8 @@ from typing import Any
 
 import boto3
 
-from functions.core.config import Settings
-from functions.core.runtime import Deps
+from punctual.core.config import Settings
+from punctual.core.runtime import Deps
 from punctual.lambda_events import stream_record
 
 REGION = "us-east-1"
@@ -136,7 +136,7 @@ def make_stack(settings: Settings | None = None, clock: Any = None) -> Stack:
         Rule=s.rule_name,
         Targets=[{"Id": "poller", "Arn": f"arn:aws:lambda:{REGION}:123456789012:function:punctual-poller"}],
     )
-    from functions.core.clock import SystemClock
+    from punctual.core.clock import SystemClock
 
     deps = Deps(settings=s, clock=clock or SystemClock(), ddb=ddb, sqs=sqs, events=events)
     return Stack(deps=deps, ddb=ddb, sqs=sqs, events=events, settings=s,

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from functions.core import metrics_names as names
-from functions.core import observability as obs
-from functions.core.clock import sleep_until
-from functions.core.delivery import (
+from punctual.core import metrics_names as names
+from punctual.core import observability as obs
+from punctual.core.clock import sleep_until
+from punctual.core.delivery import (
     Pending,
     PoisonMessage,
     message_id_of,
@@ -29,11 +29,11 @@ from functions.core.delivery import (
     parse_record,
     plan_batch,
 )
-from functions.core.models import DeliveredEvent, RowRejected, Task, task_from_item
-from functions.core.queues import Outgoing, send_all
-from functions.core.retry import call_with_retry
-from functions.core.runtime import Deps, default_deps
-from functions.core.store import delete_row, get_rows, reject_row
+from punctual.core.models import DeliveredEvent, RowRejected, Task, task_from_item
+from punctual.core.queues import Outgoing, send_all
+from punctual.core.retry import call_with_retry
+from punctual.core.runtime import Deps, default_deps
+from punctual.core.store import delete_row, get_rows, reject_row
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 For every batch of stream records:
 
-1. classify each record (``functions.core.stream``): ignore / reject / send now / arm later;
+1. classify each record (``punctual.core.stream``): ignore / reject / send now / arm later;
 2. reject malformed rows visibly (rejected-rows queue, log, metric) and go on;
 3. claim and send rows due within the window (or past due) right away;
 4. arm the rule once for the earliest minute any valid row of the batch needs
@@ -19,13 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from functions.core import observability as obs
-from functions.core.arming import arm_is_current, arm_no_later_than, read_arm, rule_matches, sync_rule
-from functions.core.models import RowRejected, task_from_item
-from functions.core.runtime import Deps, default_deps
-from functions.core.sending import claim_and_send
-from functions.core.store import get_row, reject_row
-from functions.core.stream import Action, BatchPlan, Classified, plan_batch
+from punctual.core import observability as obs
+from punctual.core.arming import arm_is_current, arm_no_later_than, read_arm, rule_matches, sync_rule
+from punctual.core.models import RowRejected, task_from_item
+from punctual.core.runtime import Deps, default_deps
+from punctual.core.sending import claim_and_send
+from punctual.core.store import get_row, reject_row
+from punctual.core.stream import Action, BatchPlan, Classified, plan_batch
 
 SOURCE = "editor"
 

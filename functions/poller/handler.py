@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from functions.core import observability as obs
-from functions.core.arming import arm_no_later_than, compare_and_set, read_arm, sync_rule
-from functions.core.cron import minute_not_before, next_minute_after, one_shot_cron
-from functions.core.keys import after_window_key, window_upper_key
-from functions.core.metrics_names import ORPHANS_DEFERRED
-from functions.core.models import RowRejected, Task, task_from_item
-from functions.core.planning import (
+from punctual.core import observability as obs
+from punctual.core.arming import arm_no_later_than, compare_and_set, read_arm, sync_rule
+from punctual.core.cron import minute_not_before, next_minute_after, one_shot_cron
+from punctual.core.keys import after_window_key, window_upper_key
+from punctual.core.metrics_names import ORPHANS_DEFERRED
+from punctual.core.models import RowRejected, Task, task_from_item
+from punctual.core.planning import (
     RowState,
     WindowPlan,
     defer_orphans,
@@ -28,10 +28,10 @@ from functions.core.planning import (
     row_state,
     visible_at,
 )
-from functions.core.queues import visible_messages
-from functions.core.runtime import Deps, default_deps
-from functions.core.sending import claim_and_send
-from functions.core.store import query_below, query_from, reject_row
+from punctual.core.queues import visible_messages
+from punctual.core.runtime import Deps, default_deps
+from punctual.core.sending import claim_and_send
+from punctual.core.store import query_below, query_from, reject_row
 
 CAS_ROUNDS = 8
 # The minute we arm must not begin before PutRule lands (a one-shot cron for a started

@@ -26,7 +26,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from functions.core.cron import parse_one_shot_cron
+from punctual.core.cron import parse_one_shot_cron
 
 
 def _err(code: str, op: str, msg: str = "") -> ClientError:
@@ -526,7 +526,7 @@ class FakeAws:
         return {}
 
     def op_describe_rule(self, Name, **_):
-        from functions.core.cron import one_shot_cron
+        from punctual.core.cron import one_shot_cron
 
         expr = one_shot_cron(self.rule_armed_ms) if self.rule_armed_ms is not None else "cron(0 0 1 1 ? 2199)"
         return {"Name": Name, "State": self.rule_state, "ScheduleExpression": expr}

@@ -93,8 +93,8 @@ class _LogSink:
 
 def _passes_editor_filter(rec: dict[str, Any]) -> bool:
     """The construct's filter criteria on the editor's stream event source."""
-    from functions.core.config import META_PK
-    from functions.core.models import ATTR_ENQUEUED_MS
+    from punctual.core.config import META_PK
+    from punctual.core.models import ATTR_ENQUEUED_MS
 
     d = rec.get("dynamodb", {})
     if d.get("Keys", {}).get("pk", {}).get("S") == META_PK:
@@ -179,8 +179,8 @@ class PunctualSim:
         return patches
 
     def _setup_fake(self) -> None:
-        from functions.core.config import Settings
-        from functions.core.runtime import Deps
+        from punctual.core.config import Settings
+        from punctual.core.runtime import Deps
 
         from .fastaws import BenchAws, BenchClient
 
@@ -216,8 +216,8 @@ class PunctualSim:
         from botocore import UNSIGNED
         from botocore.config import Config
 
-        from functions.core.config import Settings
-        from functions.core.runtime import Deps
+        from punctual.core.config import Settings
+        from punctual.core.runtime import Deps
 
         cfg = Config(signature_version=UNSIGNED, parameter_validation=False, retries={"max_attempts": 1})
 
@@ -408,7 +408,7 @@ class PunctualSim:
 
     # ---------------------------------------------------------------- the rule -> poller
     def _observe_rule(self, op: str, params: dict[str, Any]) -> None:
-        from functions.core.cron import parse_one_shot_cron
+        from punctual.core.cron import parse_one_shot_cron
 
         if op == "PutRule":
             expr, state = params.get("ScheduleExpression"), params.get("State", "ENABLED")
@@ -616,7 +616,7 @@ class PunctualSim:
 
     # ---------------------------------------------------------------- the workload
     def _insert(self, i: int) -> None:
-        from functions.core.keys import encode_sk
+        from punctual.core.keys import encode_sk
 
         sk = encode_sk(EPOCH_MS + self.sc.dues[i], f"t{i:07d}")
         self.sk_index[sk] = i
@@ -640,7 +640,7 @@ class PunctualSim:
         from freezegun import freeze_time
         from moto import mock_aws
 
-        from functions.core import observability as obs
+        from punctual.core import observability as obs
 
         os.environ.setdefault("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
         wall = _time.perf_counter()

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-from functions.core.cron import MINUTE_MS, parse_one_shot_cron
+from punctual.core.cron import MINUTE_MS, parse_one_shot_cron
 from punctual.lambda_events import sqs_record, stream_record
 
 from .filters import passes, sqs_view

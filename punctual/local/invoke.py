@@ -2,7 +2,7 @@
 
 Environment variables are process-global, so the function's template
 ``Environment`` is not exported: it becomes the function's own
-:class:`~functions.core.runtime.Deps` (``load_settings(env)`` plus boto3 clients aimed
+:class:`~punctual.core.runtime.Deps` (``load_settings(env)`` plus boto3 clients aimed
 at the local endpoint), and the module's inner entry point is called with it:
 ``poll(deps)``, ``consume(event, deps)`` or ``process_stream(event, deps)``. A module
 with none of these is called as ``handler(event, context)`` with the environment
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from functions.core.clock import SystemClock
-from functions.core.config import load_settings
-from functions.core.runtime import Deps, make_clients, pool_size
+from punctual.core.clock import SystemClock
+from punctual.core.config import load_settings
+from punctual.core.runtime import Deps, make_clients, pool_size
 
 from .provision import Function
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from functions.core import observability as obs
-from functions.core.clock import iso_ms
-from functions.core.config import META_PK, Settings, load_settings
-from functions.core.models import ATTR_ENQUEUED_MS
+from punctual.core import observability as obs
+from punctual.core.clock import iso_ms
+from punctual.core.config import META_PK, Settings, load_settings
+from punctual.core.models import ATTR_ENQUEUED_MS
 
 from . import motoperf
 from .drivers import Driver, RuleDriver, SqsDriver, StreamDriver

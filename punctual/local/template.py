@@ -1,7 +1,7 @@
 """The CloudFormation template the local stack is built from: the construct, synthesized.
 
 The local stack never keeps its own list of resources: it synthesizes
-``infra.Scheduler`` in a bare stack (no bundling, so no Docker and no pip) and
+``punctual.cdk.Scheduler`` (the repository's ``infra/``) in a bare stack (no bundling, so no Docker and no pip) and
 walks the template (see :mod:`punctual.local.provision`). Synthesis takes seconds
 (node + jsii), so the result is cached under a key made of the construct's
 sources, the function settings module and the aws-cdk-lib version.
@@ -40,19 +40,17 @@ def _package_dir(name: str) -> Path | None:
 def _sources_key(props: dict[str, Any]) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(props, sort_keys=True).encode())
-    for pkg in ("infra",):
+    for pkg in ("punctual.cdk", "punctual.core"):
         root = _package_dir(pkg)
         if root is None:
             raise TemplateError(
-                "the CDK construct (package 'infra') is not importable: cannot synthesize; pass --template FILE"
+                f"the CDK construct (package {pkg!r}, extra 'cdk') is not importable: cannot synthesize; "
+                "pass --template FILE"
             )
         for path in sorted(root.rglob("*")):
             if path.is_file() and path.suffix in (".py", ".json") and "__pycache__" not in path.parts:
                 h.update(str(path.relative_to(root)).encode())
                 h.update(path.read_bytes())
-    core = _package_dir("functions")
-    if core is not None:
-        h.update((core / "core" / "config.py").read_bytes())
     for dist in ("aws-cdk-lib",):
         try:
             h.update(importlib.metadata.version(dist).encode())
@@ -66,7 +64,7 @@ def synthesize_in_process(props: dict[str, Any] | None = None) -> dict[str, Any]
     os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
     import aws_cdk as cdk
 
-    from infra import Scheduler
+    from punctual.cdk import Scheduler
 
     with tempfile.TemporaryDirectory(prefix="punctual-synth-") as outdir:
         app = cdk.App(outdir=outdir, context={"aws:cdk:bundling-stacks": []})

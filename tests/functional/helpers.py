@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from functions.core.arming import read_arm
-from functions.core.cron import one_shot_cron, parse_one_shot_cron
-from functions.core.keys import encode_sk
+from punctual.core.arming import read_arm
+from punctual.core.cron import one_shot_cron, parse_one_shot_cron
+from punctual.core.keys import encode_sk
 from tests.support import T0_MS, Stack
 
 

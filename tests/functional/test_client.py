@@ -7,8 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from functions.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, MAX_PAYLOAD_BYTES
-from functions.editor import (
+from punctual import (
     AlreadyDelivered,
     AlreadyExists,
     InvalidSchedule,
@@ -17,6 +16,7 @@ from functions.editor import (
     PunctualClient,
     ScheduledTask,
 )
+from punctual.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, MAX_PAYLOAD_BYTES
 from tests.faults import Faults
 from tests.support import T0_MS
 
@@ -38,7 +38,7 @@ class NoCalls:
 
 @pytest.fixture
 def offline():
-    from functions.core.clock import ManualClock
+    from punctual.core.clock import ManualClock
 
     return PunctualClient("punctual", ddb=NoCalls(), clock=ManualClock(T0_MS))
 

@@ -10,10 +10,10 @@ import json
 import pytest
 
 from functions.consumer.handler import consume, handler, queue_url_from_arn
-from functions.core import observability as obs
-from functions.core.config import to_environment
-from functions.core.models import event_id
-from functions.core.runtime import reset_default_deps
+from punctual.core import observability as obs
+from punctual.core.config import to_environment
+from punctual.core.models import event_id
+from punctual.core.runtime import reset_default_deps
 from tests.consumer_support import (
     VISIBILITY_TIMEOUT_S,
     delivered,

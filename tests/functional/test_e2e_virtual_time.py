@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from functions.core.models import event_id
-from functions.editor.client import PunctualClient
+from punctual.client import PunctualClient
+from punctual.core.models import event_id
 from tests.e2e_support import RECEIVE_LATENCY_MS, STEP_MS, VISIBILITY_TIMEOUT_MS, VirtualAws
 from tests.faults import Faults
 from tests.support import T0_MS

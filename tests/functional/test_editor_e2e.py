@@ -3,7 +3,7 @@ with the poller run whenever the rule fires (the AWS model: tests/e2e_support.py
 
 from __future__ import annotations
 
-from functions.editor.client import PunctualClient
+from punctual.client import PunctualClient
 from tests.e2e_support import RECEIVE_LATENCY_MS, STEP_MS, VirtualAws
 from tests.support import T0_MS
 

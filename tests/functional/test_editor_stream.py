@@ -7,13 +7,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from functions.core.arming import read_arm
-from functions.core.config import META_PK
-from functions.core.cron import minute_not_after, minute_not_before, one_shot_cron
-from functions.core.models import ATTR_ENQUEUED_MS
-from functions.editor.client import PunctualClient
 from functions.editor.handler import process_stream
 from functions.poller.handler import poll
+from punctual.client import PunctualClient
+from punctual.core.arming import read_arm
+from punctual.core.config import META_PK
+from punctual.core.cron import minute_not_after, minute_not_before, one_shot_cron
+from punctual.core.models import ATTR_ENQUEUED_MS
 from tests.faults import Faults, InjectedCrash
 from tests.support import T0_MS, StreamReader
 
@@ -113,7 +113,7 @@ def test_earlier_row_rearms_earlier_and_later_row_never_later(stack, reader):
 def test_row_arriving_during_a_poll_bumps_the_version_so_the_poll_replans(stack, reader):
     """A poll in progress (it marked polling_ms when it armed its safety net) may have read the
     table before this row: the editor must write, so the poll's compare-and-set fails."""
-    from functions.core.arming import arm_no_later_than
+    from punctual.core.arming import arm_no_later_than
 
     s, clock = stack.settings, stack.deps.clock
     stack.put_raw(sk(T0_MS + 3 * DAY, "a"), {"x": "1"})
@@ -330,7 +330,7 @@ def test_crash_between_arm_and_rule_sync_converges_on_retry(stack, reader):
 
 
 def json_time(ms: int) -> str:
-    from functions.core.clock import iso_ms
+    from punctual.core.clock import iso_ms
 
     return iso_ms(ms)
 
@@ -423,9 +423,9 @@ def test_throttled_calls_are_retried_within_the_invocation(stack, reader):
 
 
 def test_lambda_entry_point_uses_the_environment(stack, reader, monkeypatch):
-    from functions.core.config import to_environment
-    from functions.core.runtime import reset_default_deps
     from functions.editor.handler import handler
+    from punctual.core.config import to_environment
+    from punctual.core.runtime import reset_default_deps
 
     for name, value in to_environment(stack.settings).items():
         monkeypatch.setenv(name, value)

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from functions.core.config import META_PK
-from functions.core.cron import MINUTE_MS
-from functions.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS
 from functions.poller.handler import ARM_MARGIN_MS, poll
+from punctual.core.config import META_PK
+from punctual.core.cron import MINUTE_MS
+from punctual.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS
 from tests.faults import Faults, InjectedCrash
 from tests.functional.helpers import (
     SentLog,
@@ -448,7 +448,7 @@ def test_malformed_rows_rejected_valid_rows_still_sent(stack, frozen):
 
 def _editor_arms_before_final_cas(stack, minute_fn):
     """Run the editor's arm_no_later_than right before the poller's final compare-and-set."""
-    from functions.core.arming import arm_no_later_than
+    from punctual.core.arming import arm_no_later_than
 
     fired = []
 
@@ -511,7 +511,7 @@ def test_the_poll_a_deployment_triggers_re_arms_a_rule_cloudformation_reset(stac
     """A deployment that re-puts the rule leaves it DISABLED with the placeholder while the meta
     row still holds the arm; the construct then invokes the poller (resync_on_deploy). That one
     poll puts the rule back in line with what is pending."""
-    from functions.core.cron import one_shot_cron
+    from punctual.core.cron import one_shot_cron
 
     stack.put_raw(sk(3_600 * S, "in-an-hour"), {"k": 1})
     poll(stack.deps)

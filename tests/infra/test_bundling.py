@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from aws_cdk import aws_lambda as lambda_
 
-from infra.bundling import FUNCTIONS_DIR, pinned_requirements, pip_arguments, pip_platform, python_version
+from infra.bundling import SOURCES, pinned_requirements, source_files, pip_arguments, pip_platform, python_version
 
 
 def test_platform_follows_architecture():
@@ -58,11 +58,14 @@ def test_real_bundling_for_arm64(tmp_path):
     asset = tmp_path / ("asset." + next(iter(keys)).removesuffix(".zip"))
     assert asset.is_dir()
 
-    # our code: the same modules as the source tree, no caches
-    shipped = {p.relative_to(asset / "functions") for p in (asset / "functions").rglob("*.py")}
-    source = {p.relative_to(FUNCTIONS_DIR) for p in FUNCTIONS_DIR.rglob("*.py") if "__pycache__" not in p.parts}
-    assert shipped == source
+    # our code: the handlers and punctual.core, the same files as the source tree, no caches,
+    # and nothing else of the package (client, CLI, local stack, benchmark are not for Lambda)
+    ours = [asset / "functions", asset / "punctual"]
+    shipped = {p.relative_to(asset).as_posix() for root in ours for p in root.rglob("*") if p.is_file()}
+    assert shipped == set(source_files(SOURCES))
     assert (asset / "functions" / "poller" / "handler.py").is_file()
+    assert (asset / "punctual" / "core" / "planning.py").is_file()
+    assert not (asset / "punctual" / "client.py").exists() and not (asset / "punctual" / "bench").exists()
     assert not list(asset.rglob("__pycache__")), "no .pyc for the build machine's interpreter"
     assert not (asset / "boto3").exists()
 
@@ -79,7 +82,7 @@ def test_real_bundling_for_arm64(tmp_path):
     assert int.from_bytes(Path(so).read_bytes()[18:20], "little") == 0xB7
 
     # every Python file we ship is valid syntax (the runtime is newer than the tests' interpreter)
-    for p in (asset / "functions").rglob("*.py"):
+    for p in (p for root in ours for p in root.rglob("*.py")):
         compile(p.read_text(), str(p), "exec")
     manifest = json.loads((tmp_path / "Bundled.assets.json").read_text())
     assert manifest["files"], "the asset is registered for publishing"

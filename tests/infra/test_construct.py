@@ -7,11 +7,11 @@ import json
 import pytest
 from aws_cdk.assertions import Match
 
-from functions.core.config import ENV, META_PK, RULE_DESCRIPTION, Settings
-from functions.core.cron import parse_one_shot_cron
-from functions.core.metrics_names import LATENESS_MS, REJECTED_ROWS
-from functions.core.models import ATTR_ENQUEUED_MS
 from infra import construct as c
+from punctual.core.config import ENV, META_PK, RULE_DESCRIPTION, Settings
+from punctual.core.cron import parse_one_shot_cron
+from punctual.core.metrics_names import LATENESS_MS, REJECTED_ROWS
+from punctual.core.models import ATTR_ENQUEUED_MS
 
 
 def getatt(lid: str, attr: str = "Arn") -> dict:
@@ -232,7 +232,7 @@ def test_custom_architecture_and_concurrency(custom):
 
 
 def test_environment_is_exactly_the_settings(demo, custom):
-    """Names come from functions.core.config.ENV only; values are what load_settings will parse."""
+    """Names come from punctual.core.config.ENV only; values are what load_settings will parse."""
     for synth, expect in (
         (demo, Settings()),
         (custom, Settings(partition_key_value="jobs", window_seconds=600, lead_seconds=60, orphan_grace_seconds=240)),
@@ -460,9 +460,10 @@ def test_metric_names_match_what_the_functions_emit():
     from pathlib import Path
 
     import functions
+    import punctual.core
 
-    root = Path(functions.__file__).parent
-    code = "\n".join(p.read_text() for p in root.rglob("*.py") if p.name != "metrics_names.py")
+    roots = (Path(functions.__file__).parent, Path(punctual.core.__file__).parent)
+    code = "\n".join(p.read_text() for root in roots for p in root.rglob("*.py") if p.name != "metrics_names.py")
     for name, constant in ((LATENESS_MS, "LATENESS_MS"), (REJECTED_ROWS, "REJECTED_ROWS")):
         assert re.search(rf'obs\.metric\(\s*[\w.]+,\s*(?:"{name}"|(?:\w+\.)?{constant}\b)', code), name
 

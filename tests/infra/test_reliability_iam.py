@@ -20,8 +20,8 @@ PLATFORM = {"logs:CreateLogStream", "logs:PutLogEvents",
             "sqs:ReceiveMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:DeleteMessage",
             "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
 # paths the recording scenarios do not walk, each checked to exist in the code
-RARE = {"events:DisableRule": "functions/core/arming.py",  # nothing pending any more
-        "events:DescribeRule": "functions/core/arming.py",  # editor: an arm already covers its rows
+RARE = {"events:DisableRule": "punctual/core/arming.py",  # nothing pending any more
+        "events:DescribeRule": "punctual/core/arming.py",  # editor: an arm already covers its rows
         "sqs:ChangeMessageVisibility": "functions/consumer/handler.py"}  # a message visible far too early
 
 

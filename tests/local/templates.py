@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from functions.core.config import ENV
+from punctual.core.config import ENV
 
 
 def _arn(lid: str) -> dict[str, Any]:

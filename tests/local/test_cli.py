@@ -13,7 +13,7 @@ from punctual.cli import EXIT_NOT_FOUND, EXIT_UNREACHABLE, main, parse_payload
 from punctual.local.stack import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-HAS_EDITOR = importlib.util.find_spec("functions.editor.client") is not None
+HAS_EDITOR = importlib.util.find_spec("punctual.client") is not None
 
 
 def run(capsys, tmp_path, *argv):

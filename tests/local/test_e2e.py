@@ -20,8 +20,8 @@ from typing import Any
 import boto3
 import pytest
 
-from functions.core.keys import encode_sk
 from punctual.cli import main
+from punctual.core.keys import encode_sk
 from punctual.local.stack import free_port
 
 REPO = Path(__file__).resolve().parents[2]

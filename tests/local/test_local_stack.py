@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from functions.core.cron import floor_minute, one_shot_cron
+from punctual.core.cron import floor_minute, one_shot_cron
 from punctual.local import LocalOptions, LocalStack
 from punctual.local.stack import free_port
 from tests.local import fake_functions as ff

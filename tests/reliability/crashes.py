@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from functions.core import observability as obs
-from functions.core.config import Settings
-from functions.core.keys import encode_sk
+from punctual.core import observability as obs
+from punctual.core.config import Settings
+from punctual.core.keys import encode_sk
 from tests.faults import CrashPoint, Faults, crash_points, fail_points
 from tests.reliability.sim import MotoStream, Outcome, World
 
@@ -78,8 +78,8 @@ def environment(backend: str, settings: Settings | None = None, start_ms: int = 
     """A fresh Punctual stack at ``start_ms``: ("fake") in memory, or ("moto") moto + freezegun."""
     base = settings or Settings(send_workers=1)
     if backend == "fake":
-        from functions.core.clock import ManualClock
-        from functions.core.runtime import Deps
+        from punctual.core.clock import ManualClock
+        from punctual.core.runtime import Deps
         from tests.reliability.fakeaws import FakeAws
         from tests.reliability.sim import FakeStream
 

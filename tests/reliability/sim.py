@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from functions.core import observability as obs
-from functions.core.cron import MINUTE_MS, parse_one_shot_cron
-from functions.core.runtime import Deps
+from punctual.core import observability as obs
+from punctual.core.cron import MINUTE_MS, parse_one_shot_cron
+from punctual.core.runtime import Deps
 from tests.faults import InjectedCrash
 
 try:  # real time even under freezegun
@@ -133,9 +133,9 @@ class FakeStream:
 # ------------------------------------------------------------------ stand-ins
 def standin_consumer(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     """The documented consumer protocol, used only until functions/consumer lands."""
-    from functions.core.clock import sleep_until
-    from functions.core.models import DelayMessage, DeliveredEvent, task_from_item
-    from functions.core.store import delete_row, get_row
+    from punctual.core.clock import sleep_until
+    from punctual.core.models import DelayMessage, DeliveredEvent, task_from_item
+    from punctual.core.store import delete_row, get_row
 
     s, clock = deps.settings, deps.clock
     for rec in event["Records"]:
@@ -153,13 +153,13 @@ def standin_consumer(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
 
 def standin_editor(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     """The documented editor protocol, used only until functions/editor lands."""
-    from functions.core.arming import arm_no_later_than, sync_rule
-    from functions.core.config import META_PK
-    from functions.core.cron import minute_not_after, minute_not_before
-    from functions.core.models import RowRejected, task_from_item
-    from functions.core.planning import RowState, row_state
-    from functions.core.sending import claim_and_send
-    from functions.core.store import reject_row
+    from punctual.core.arming import arm_no_later_than, sync_rule
+    from punctual.core.config import META_PK
+    from punctual.core.cron import minute_not_after, minute_not_before
+    from punctual.core.models import RowRejected, task_from_item
+    from punctual.core.planning import RowState, row_state
+    from punctual.core.sending import claim_and_send
+    from punctual.core.store import reject_row
 
     s, clock = deps.settings, deps.clock
     for rec in event["Records"]:

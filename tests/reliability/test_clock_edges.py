@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from functions.core.arming import APPLY_MARGIN_MS, applicable_minute
-from functions.core.clock import iso_ms, to_epoch_ms
-from functions.core.config import Settings
-from functions.core.cron import (
+from punctual.core.arming import APPLY_MARGIN_MS, applicable_minute
+from punctual.core.clock import iso_ms, to_epoch_ms
+from punctual.core.config import Settings
+from punctual.core.cron import (
     MINUTE_MS,
     minute_not_after,
     minute_not_before,
@@ -24,9 +24,9 @@ from functions.core.cron import (
     one_shot_cron,
     parse_one_shot_cron,
 )
-from functions.core.keys import after_window_key, encode_sk, window_upper_key
-from functions.core.models import Task
-from functions.core.planning import delay_seconds, plan_window
+from punctual.core.keys import after_window_key, encode_sk, window_upper_key
+from punctual.core.models import Task
+from punctual.core.planning import delay_seconds, plan_window
 from tests.reliability.crashes import run_items
 
 

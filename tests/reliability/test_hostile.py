@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from functions.core.keys import encode_sk
-from functions.core.models import MAX_EVENT_BYTES, MAX_PAYLOAD_BYTES, RowRejected, dumps, task_from_item
+from punctual.core.keys import encode_sk
+from punctual.core.models import MAX_EVENT_BYTES, MAX_PAYLOAD_BYTES, RowRejected, dumps, task_from_item
 from tests.reliability.crashes import START, run_items
 
 PK = "scheduler"
@@ -228,7 +228,7 @@ def test_moto_refuses_what_dynamodb_refuses():
 
 # ---------------------------------------------------------------- client and CLI inputs
 def _client():
-    from functions.editor.client import PunctualClient
+    from punctual.client import PunctualClient
 
     return PunctualClient("punctual", ddb=object())  # build_item validates without any AWS call
 
@@ -245,7 +245,7 @@ def _client():
     (7_258_118_400_000, "year_out_of_range"),
 ])
 def test_client_refuses_bad_times(at, code):
-    from functions.editor.errors import InvalidSchedule
+    from punctual.errors import InvalidSchedule
 
     with pytest.raises(InvalidSchedule) as err:
         _client().build_item(at, {"k": "v"})
@@ -272,7 +272,7 @@ def test_client_accepts_far_past_and_last_ms():
     ({"k": "v"}, "a\u0000b", "bad_id"),
 ])
 def test_client_refuses_bad_payloads_and_ids(payload, id_, code):
-    from functions.editor.errors import InvalidSchedule
+    from punctual.errors import InvalidSchedule
 
     with pytest.raises(InvalidSchedule) as err:
         _client().build_item(1_798_761_600_000, payload, id=id_)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from functions.core.keys import encode_sk
+from punctual.core.keys import encode_sk
 
 T0 = 1_798_761_600_000
 DAY = 86_400_000
@@ -71,8 +71,8 @@ def window_read(far_rows: int, window_rows: int = 20) -> dict[str, Any]:
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
-    from functions.core import observability as obs
     from functions.poller.handler import poll
+    from punctual.core import observability as obs
     from tests.support import FreezegunClock, make_stack
 
     obs.set_stream(open(os.devnull, "w"))  # noqa: SIM115
@@ -126,7 +126,7 @@ def burst_in_process(n: int, backend: str = "fake") -> dict[str, Any]:
     in-memory AWS by default): correctness at volume, and the handlers' own CPU throughput."""
     from dataclasses import replace
 
-    from functions.core.config import Settings
+    from punctual.core.config import Settings
     from tests.reliability.crashes import START, run_items
 
     base = START + 60_000

@@ -18,14 +18,14 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from functions.core import observability as obs
-from functions.core.arming import APPLY_MARGIN_MS, applicable_minute, read_arm
-from functions.core.clock import ManualClock
-from functions.core.config import Settings
-from functions.core.cron import MINUTE_MS, floor_minute, next_minute_after
-from functions.core.keys import encode_sk
-from functions.core.models import ATTR_ENQUEUED_MS
-from functions.core.runtime import Deps
+from punctual.core import observability as obs
+from punctual.core.arming import APPLY_MARGIN_MS, applicable_minute, read_arm
+from punctual.core.clock import ManualClock
+from punctual.core.config import Settings
+from punctual.core.cron import MINUTE_MS, floor_minute, next_minute_after
+from punctual.core.keys import encode_sk
+from punctual.core.models import ATTR_ENQUEUED_MS
+from punctual.core.runtime import Deps
 from tests.reliability.fakeaws import FakeAws
 from tests.reliability.interleave import Interleaver
 from tests.reliability.sim import FakeStream, World, editor_entry, poller_entry, standin_editor

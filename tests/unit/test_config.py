@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from functions.core.config import ENV, META_PK, Settings, load_settings, to_environment
+from punctual.core.config import ENV, META_PK, Settings, load_settings, to_environment
 
 
 def test_defaults():
@@ -54,7 +54,7 @@ def test_env_names_are_unique_and_cover_settings():
 def test_every_send_worker_keeps_its_own_connection(monkeypatch):
     """The handlers' clients pool more connections than the poller has send workers: botocore's
     default pool (10) made 6 of the 16 workers open a new connection for every call."""
-    from functions.core import runtime
+    from punctual.core import runtime
 
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("PUNCTUAL_SEND_WORKERS", "24")

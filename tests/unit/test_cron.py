@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from functions.core.cron import (
+from punctual.core.cron import (
     MINUTE_MS,
     floor_minute,
     minute_not_after,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from functions.core.ddbjson import UnsupportedValue, from_plain, item_to_plain, to_plain
+from punctual.core.ddbjson import UnsupportedValue, from_plain, item_to_plain, to_plain
 
 
 @pytest.mark.parametrize(

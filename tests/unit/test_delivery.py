@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from functions.core.delivery import (
+from punctual.core.delivery import (
     MAX_VISIBILITY_SECONDS,
     Action,
     Pending,
@@ -21,7 +21,7 @@ from functions.core.delivery import (
     plan_batch,
     visibility_seconds,
 )
-from functions.core.models import DelayMessage
+from punctual.core.models import DelayMessage
 
 DUE = 1_798_761_600_500
 SK = f"{DUE}#task-1"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from functions.core.clock import ManualClock
-from functions.core.config import Settings
-from functions.core.queues import MAX_BATCH_BYTES, Outgoing, batches, send_all
-from functions.core.store import get_rows
+from punctual.core.clock import ManualClock
+from punctual.core.config import Settings
+from punctual.core.queues import MAX_BATCH_BYTES, Outgoing, batches, send_all
+from punctual.core.store import get_rows
 
 
 def out(n, size=10):

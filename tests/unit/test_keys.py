@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from functions.core.keys import (
+from punctual.core.keys import (
     MAX_DUE_MS,
     InvalidKey,
     after_window_key,

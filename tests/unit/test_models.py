@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from functions.core.models import (
+from punctual.core.models import (
     ATTR_ATTEMPT,
     ATTR_ENQUEUED_MS,
     MAX_PAYLOAD_BYTES,

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from functions.core.cron import MINUTE_MS
-from functions.core.keys import encode_sk
-from functions.core.models import Task
-from functions.core.planning import (
+from punctual.core.cron import MINUTE_MS
+from punctual.core.keys import encode_sk
+from punctual.core.models import Task
+from punctual.core.planning import (
     RowState,
     defer_orphans,
     delay_seconds,

@@ -1,4 +1,4 @@
-"""functions.core is pure: importing every module pulls in neither boto3 nor botocore."""
+"""punctual.core is pure: importing every module pulls in neither boto3 nor botocore."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import importlib, pkgutil, sys
-import functions.core as core
-names = [m.name for m in pkgutil.walk_packages(core.__path__, "functions.core.")]
+import punctual.core as core
+names = [m.name for m in pkgutil.walk_packages(core.__path__, "punctual.core.")]
 for name in names:
     importlib.import_module(name)
 bad = sorted(m for m in sys.modules if m.split(".")[0] in ("boto3", "botocore"))
@@ -26,4 +26,4 @@ def test_core_imports_no_aws_sdk():
                          capture_output=True, text=True, env=env, cwd=ROOT, check=True).stdout.split()
     count, bad = int(out[0]), (out[1] if len(out) > 1 else "")
     assert count >= 10  # the walk really found the modules
-    assert bad == "", f"functions.core imported {bad}"
+    assert bad == "", f"punctual.core imported {bad}"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from functions.core.clock import ManualClock
-from functions.core.queues import Outgoing, send_all
+from punctual.core.clock import ManualClock
+from punctual.core.queues import Outgoing, send_all
 
 
 class ClientError(Exception):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from functions.core.models import MAX_REJECTION_BYTES, Rejection, RowRejected
+from punctual.core.models import MAX_REJECTION_BYTES, Rejection, RowRejected
 
 
 def test_small_rejection_carries_the_whole_row():

@@ -1,14 +1,14 @@
-"""Pure classification of DynamoDB stream records (functions.core.stream)."""
+"""Pure classification of DynamoDB stream records (punctual.core.stream)."""
 
 from __future__ import annotations
 
 import pytest
 
-from functions.core import stream
-from functions.core.config import META_PK, Settings
-from functions.core.cron import MINUTE_MS, minute_not_after, minute_not_before
-from functions.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS
-from functions.core.stream import Action, classify_record, plan_batch
+from punctual.core import stream
+from punctual.core.config import META_PK, Settings
+from punctual.core.cron import MINUTE_MS, minute_not_after, minute_not_before
+from punctual.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS
+from punctual.core.stream import Action, classify_record, plan_batch
 
 NOW = 1_798_761_600_000  # 2027-01-01T00:00:00Z
 S = Settings()

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from functions.core.clock import Clock, SystemClock, iso_ms, to_epoch_ms
-from functions.core.config import Settings
-from functions.core.ddbjson import UnsupportedValue, from_plain
-from functions.core.errors import error_code, is_conditional_failure, is_retryable
-from functions.core.keys import MAX_DUE_MS, InvalidKey, decode_sk, encode_sk, validate_id
-from functions.core.models import RowRejected, Task, task_from_item
-from functions.core.retry import backoff_ms, call_with_retry
-from functions.core.store import get_row, query_from
+from punctual.core.clock import Clock, SystemClock, iso_ms, to_epoch_ms
+from punctual.core.config import Settings
+from punctual.core.ddbjson import UnsupportedValue, from_plain
+from punctual.core.errors import error_code, is_conditional_failure, is_retryable
+from punctual.core.keys import MAX_DUE_MS, InvalidKey, decode_sk, encode_sk, validate_id
+from punctual.core.models import RowRejected, Task, task_from_item
+from punctual.core.retry import backoff_ms, call_with_retry
+from punctual.core.store import get_row, query_from
 
 from .errors import AlreadyDelivered, AlreadyExists, InvalidSchedule, NotFound, PartialWrite, PunctualError
 

@@ -44,6 +44,8 @@ class Settings:
     stale_arm_seconds: int = 900
     log_payloads: bool = False
     metrics_namespace: str = "Punctual"
+    # Value of the "Instance" dimension on every metric: tells two schedulers in one account apart.
+    instance_name: str = "punctual"
     send_workers: int = 16
     extra: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -100,6 +102,7 @@ ENV: dict[str, str] = {
     "stale_arm_seconds": "PUNCTUAL_STALE_ARM_SECONDS",
     "log_payloads": "PUNCTUAL_LOG_PAYLOADS",
     "metrics_namespace": "PUNCTUAL_METRICS_NAMESPACE",
+    "instance_name": "PUNCTUAL_INSTANCE_NAME",
     "send_workers": "PUNCTUAL_SEND_WORKERS",
 }
 

@@ -1,6 +1,6 @@
 """Wiring for the Lambda handlers: settings, clock and AWS clients, built once per container.
 
-The only place boto3 is imported (lazily), so the rest of ``functions.core`` stays pure.
+The only place boto3 is imported (lazily), so the rest of ``punctual.core`` stays pure.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Pure functions of (records, now, settings); the consumer handler does the I/O.
 A record is one message of a Lambda SQS event (``messageId``, ``receiptHandle``,
-``body``, ``attributes``); its body is a :class:`~functions.core.models.DelayMessage`.
+``body``, ``attributes``); its body is a :class:`~punctual.core.models.DelayMessage`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Names of the metrics the functions emit (EMF, no dimensions) and the construct reads.
+"""Names of the metrics the functions emit (EMF) and the construct reads.
 
 Single source of truth shared by the handlers (emit) and the CDK construct
 (``Scheduler.metric_*`` and its alarms). The namespace is a setting
@@ -6,6 +6,10 @@ Single source of truth shared by the handlers (emit) and the CDK construct
 """
 
 from __future__ import annotations
+
+# Every metric carries this dimension, valued ``Settings.instance_name``: two schedulers in one
+# account (or one namespace) keep their figures and alarms apart.
+INSTANCE_DIMENSION = "Instance"
 
 # Consumer: milliseconds between a task's due time and its delivery (unit Milliseconds).
 LATENESS_MS = "LatenessMs"
