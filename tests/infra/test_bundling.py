@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from aws_cdk import aws_lambda as lambda_
 
-from infra.bundling import SOURCES, pinned_requirements, source_files, pip_arguments, pip_platform, python_version
+from infra.bundling import (
+    SOURCES,
+    LocalPythonBundling,
+    bytecode_python,
+    pinned_requirements,
+    pip_arguments,
+    pip_platform,
+    python_version,
+    source_files,
+)
 
 
 def test_platform_follows_architecture():
@@ -61,12 +71,19 @@ def test_real_bundling_for_arm64(tmp_path):
     # our code: the handlers and punctual.core, the same files as the source tree, no caches,
     # and nothing else of the package (client, CLI, local stack, benchmark are not for Lambda)
     ours = [asset / "functions", asset / "punctual"]
-    shipped = {p.relative_to(asset).as_posix() for root in ours for p in root.rglob("*") if p.is_file()}
+    files = [p for root in ours for p in root.rglob("*") if p.is_file()]
+    shipped = {p.relative_to(asset).as_posix() for p in files if "__pycache__" not in p.parts}
     assert shipped == set(source_files(SOURCES))
     assert (asset / "functions" / "poller" / "handler.py").is_file()
     assert (asset / "punctual" / "core" / "planning.py").is_file()
     assert not (asset / "punctual" / "client.py").exists() and not (asset / "punctual" / "bench").exists()
-    assert not list(asset.rglob("__pycache__")), "no .pyc for the build machine's interpreter"
+    # bytecode only from an interpreter of the runtime's version (3.13), never the build machine's
+    pyc = list(asset.rglob("*.pyc"))
+    if bytecode_python("3.13") is None:
+        assert not pyc
+    else:
+        assert pyc and all(".cpython-313." in p.name for p in pyc)
+        assert (asset / "functions" / "poller" / "__pycache__" / "handler.cpython-313.pyc").is_file()
     assert not (asset / "boto3").exists()
 
     # pydantic and its compiled core, for the Lambda platform, not this machine
@@ -87,3 +104,28 @@ def test_real_bundling_for_arm64(tmp_path):
     manifest = json.loads((tmp_path / "Bundled.assets.json").read_text())
     assert manifest["files"], "the asset is registered for publishing"
     assert scheduler.poller_function.architecture.name == "arm64"
+
+
+def test_bytecode_python_is_checked_by_running_it(tmp_path):
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert bytecode_python(here) is not None
+    assert bytecode_python("3.99") is None
+    # a shim that is on PATH but fails (pyenv, for a version that is not active) is not taken
+    shim = tmp_path / "python3.99"
+    shim.write_text("#!/bin/sh\nexit 127\n")
+    shim.chmod(0o755)
+    assert bytecode_python("3.99", candidates=[str(shim)]) is None
+
+
+def test_bundle_compiles_unchecked_hash_bytecode(tmp_path):
+    """GIVEN an interpreter of the runtime's version, WHEN bundling, THEN every module has a .pyc the
+    runtime uses without comparing source timestamps (flags 0b01: hash-based, unchecked)."""
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    bundling = LocalPythonBundling(platform="manylinux2014_x86_64", python_version=here, requirements=[],
+                                   compile_with=bytecode_python(here))
+    assert bundling.try_bundle(str(tmp_path))
+    tag = sys.implementation.cache_tag
+    pyc = tmp_path / "punctual" / "core" / "__pycache__" / f"planning.{tag}.pyc"
+    assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b01
+    modules = [p for p in tmp_path.rglob("*.py")]
+    assert modules and all((p.parent / "__pycache__" / f"{p.stem}.{tag}.pyc").is_file() for p in modules)
