@@ -30,7 +30,7 @@ from aws_cdk import aws_lambda as lambda_
 
 import punctual.core
 
-#: The package every handler lives in (``functions.poller.handler.handler`` ...): found beside
+#: The package every handler lives in (``punctual.functions.poller.handler.handler`` ...): found beside
 #: this package, never through ``sys.path`` (a user's project may have a ``functions`` of its own).
 #: In this repository that is ``infra/../functions``; in the installed wheel, where this package
 #: is ``punctual.cdk``, it is ``punctual/cdk/../functions`` = ``punctual/functions``.
@@ -38,7 +38,7 @@ FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 CORE_DIR = Path(punctual.core.__file__).resolve().parent
 #: What the asset holds: (source, path in the asset). The handlers import ``punctual.core``.
 SOURCES: tuple[tuple[Path, str], ...] = (
-    (FUNCTIONS_DIR, "functions"),
+    (FUNCTIONS_DIR, "punctual/functions"),  # the wheel's layout: handler strings are the same everywhere
     (CORE_DIR.parent / "__init__.py", "punctual/__init__.py"),
     (CORE_DIR, "punctual/core"),
 )

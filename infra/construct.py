@@ -44,9 +44,9 @@ PLACEHOLDER_SCHEDULE = one_shot_cron(PLACEHOLDER_MINUTE_MS)
 # The payload's "source" when a deployment invokes the poller (see Scheduler._resync_after_rule_changes).
 RESYNC_SOURCE = "punctual.deploy"
 
-POLLER_HANDLER = "functions.poller.handler.handler"
-CONSUMER_HANDLER = "functions.consumer.handler.handler"
-EDITOR_HANDLER = "functions.editor.handler.handler"
+POLLER_HANDLER = "punctual.functions.poller.handler.handler"
+CONSUMER_HANDLER = "punctual.functions.consumer.handler.handler"
+EDITOR_HANDLER = "punctual.functions.editor.handler.handler"
 
 # Sizing (see docs/construct.md, "Sizing"):
 # - poller: one poll may read, validate and claim a whole 15-minute window (tens of

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from functions.consumer.handler import consume
+from punctual.functions.consumer.handler import consume
+
 from punctual.core.keys import encode_sk
 from punctual.core.models import DelayMessage
 from punctual.lambda_events import sqs_record

@@ -46,10 +46,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from moto.core import DEFAULT_ACCOUNT_ID
+from punctual.functions.consumer.handler import consume
+from punctual.functions.editor.handler import process_stream
+from punctual.functions.poller.handler import poll
 
-from functions.consumer.handler import consume
-from functions.editor.handler import process_stream
-from functions.poller.handler import poll
 from punctual.core.cron import MINUTE_MS, parse_one_shot_cron
 from punctual.core.runtime import Deps
 from tests.consumer_support import ack, queue_arn, to_lambda_record

@@ -36,13 +36,13 @@ class InvokeError(RuntimeError):
 
 
 def import_handler(handler: str) -> tuple[ModuleType, str]:
-    """``functions.poller.handler.handler`` -> (module, attribute); also tries a ``functions.`` prefix
-    for assets rooted at ``functions/`` (handler ``poller.handler.handler``)."""
+    """``punctual.functions.poller.handler.handler`` -> (module, attribute); also tries a ``punctual.functions.``
+    prefix for assets rooted at ``functions/`` (handler ``poller.handler.handler``)."""
     module_name, _, attr = handler.rpartition(".")
     if not module_name:
         raise InvokeError(f"bad Handler string {handler!r}")
     errors = []
-    for candidate in (module_name, f"functions.{module_name}"):
+    for candidate in (module_name, f"punctual.functions.{module_name}"):
         try:
             return importlib.import_module(candidate), attr
         except ModuleNotFoundError as exc:

@@ -8,8 +8,8 @@ import io
 import json
 
 import pytest
+from punctual.functions.consumer.handler import consume, handler, queue_url_from_arn
 
-from functions.consumer.handler import consume, handler, queue_url_from_arn
 from punctual.core import observability as obs
 from punctual.core.config import to_environment
 from punctual.core.models import event_id
@@ -384,7 +384,7 @@ def test_failed_put_back_still_fails_the_item_and_never_delivers_early(stack, fr
 
 
 def test_unexpected_error_fails_only_its_group(stack, frozen, monkeypatch):
-    import functions.consumer.handler as h
+    import punctual.functions.consumer.handler as h
 
     enqueue(stack, schedule(stack, T0_MS, "boom"), T0_MS, delay_seconds=0)
     enqueue(stack, schedule(stack, T0_MS + 1_000, "fine"), T0_MS + 1_000, delay_seconds=0)

@@ -6,9 +6,9 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from punctual.functions.editor.handler import process_stream
+from punctual.functions.poller.handler import poll
 
-from functions.editor.handler import process_stream
-from functions.poller.handler import poll
 from punctual.client import PunctualClient
 from punctual.core.arming import read_arm
 from punctual.core.config import META_PK
@@ -423,7 +423,8 @@ def test_throttled_calls_are_retried_within_the_invocation(stack, reader):
 
 
 def test_lambda_entry_point_uses_the_environment(stack, reader, monkeypatch):
-    from functions.editor.handler import handler
+    from punctual.functions.editor.handler import handler
+
     from punctual.core.config import to_environment
     from punctual.core.runtime import reset_default_deps
 

@@ -70,11 +70,12 @@ def test_real_bundling_for_arm64(tmp_path):
 
     # our code: the handlers and punctual.core, the same files as the source tree, no caches,
     # and nothing else of the package (client, CLI, local stack, benchmark are not for Lambda)
-    ours = [asset / "functions", asset / "punctual"]
+    ours = [asset / "punctual"]
     files = [p for root in ours for p in root.rglob("*") if p.is_file()]
     shipped = {p.relative_to(asset).as_posix() for p in files if "__pycache__" not in p.parts}
     assert shipped == set(source_files(SOURCES))
-    assert (asset / "functions" / "poller" / "handler.py").is_file()
+    assert (asset / "punctual" / "functions" / "poller" / "handler.py").is_file()
+    assert not (asset / "functions").exists()
     assert (asset / "punctual" / "core" / "planning.py").is_file()
     assert not (asset / "punctual" / "client.py").exists() and not (asset / "punctual" / "bench").exists()
     # bytecode only from an interpreter of the runtime's version (3.13), never the build machine's
@@ -83,7 +84,7 @@ def test_real_bundling_for_arm64(tmp_path):
         assert not pyc
     else:
         assert pyc and all(".cpython-313." in p.name for p in pyc)
-        assert (asset / "functions" / "poller" / "__pycache__" / "handler.cpython-313.pyc").is_file()
+        assert (asset / "punctual" / "functions" / "poller" / "__pycache__" / "handler.cpython-313.pyc").is_file()
     assert not (asset / "boto3").exists()
 
     # pydantic and its compiled core, for the Lambda platform, not this machine

@@ -192,9 +192,9 @@ def test_functions(demo):
         s.consumer_function: (c.CONSUMER_HANDLER, c.CONSUMER_TIMEOUT, c.CONSUMER_MEMORY_MB),
         s.editor_function: (c.EDITOR_HANDLER, c.EDITOR_TIMEOUT, c.EDITOR_MEMORY_MB),
     }
-    assert c.POLLER_HANDLER == "functions.poller.handler.handler"
-    assert c.CONSUMER_HANDLER == "functions.consumer.handler.handler"
-    assert c.EDITOR_HANDLER == "functions.editor.handler.handler"
+    assert c.POLLER_HANDLER == "punctual.functions.poller.handler.handler"
+    assert c.CONSUMER_HANDLER == "punctual.functions.consumer.handler.handler"
+    assert c.EDITOR_HANDLER == "punctual.functions.editor.handler.handler"
     codes = set()
     for fn, (handler, timeout, memory) in expected.items():
         props = demo.json["Resources"][demo.logical_id(fn)]["Properties"]

@@ -26,9 +26,9 @@ def _fn(handler: str, env: dict[str, Any]) -> dict[str, Any]:
 
 
 def mini_template(
-    poller: str = "functions.poller.handler.handler",
-    consumer: str = "functions.consumer.handler.handler",
-    editor: str = "functions.editor.handler.handler",
+    poller: str = "punctual.functions.poller.handler.handler",
+    consumer: str = "punctual.functions.consumer.handler.handler",
+    editor: str = "punctual.functions.editor.handler.handler",
     max_receives: int = 3,
 ) -> dict[str, Any]:
     env = {

@@ -29,8 +29,8 @@ READY_TIMEOUT_S = 240  # a cold template cache synthesizes the construct first
 
 pytestmark = pytest.mark.skipif(
     not (REPO / "infra" / "__init__.py").exists()
-    or importlib.util.find_spec("functions.editor.handler") is None
-    or importlib.util.find_spec("functions.consumer.handler") is None,
+    or importlib.util.find_spec("punctual.functions.editor.handler") is None
+    or importlib.util.find_spec("punctual.functions.consumer.handler") is None,
     reason="needs the construct (infra), the editor and the consumer",
 )
 

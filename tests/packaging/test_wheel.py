@@ -111,16 +111,17 @@ def test_user_project_with_its_own_functions_infra_and_core(wheel, tmp_path):
     assert USER_MARK in (mine / "handler.py").read_text()
     assert not (mine / "punctual").exists()
     for handler in ("poller", "consumer", "editor"):
-        text = (asset / "functions" / handler / "handler.py").read_text()
+        text = (asset / "punctual" / "functions" / handler / "handler.py").read_text()
         assert USER_MARK not in text and "punctual.core" in text
     assert (asset / "punctual" / "core" / "planning.py").is_file()
-    assert not (asset / "core").exists() and not (asset / "infra").exists()
-    assert USER_MARK not in (asset / "functions" / "__init__.py").read_text()
+    assert not any((asset / name).exists() for name in ("functions", "core", "infra"))
 
     # ... and the handlers import from the asset alone (pydantic from this venv: the bundled one is
     # built for Lambda's platform). -S: no site-packages, so no editable install of this repository.
     probe = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
-             "import functions.poller.handler, functions.consumer.handler, functions.editor.handler\n"
+             "import punctual.functions.poller.handler as p, punctual.functions.consumer.handler as c\n"
+             "import punctual.functions.editor.handler as e\n"
+             "assert all(callable(m.handler) for m in (p, c, e))\n"
              "import punctual.core; assert punctual.core.__file__.startswith(sys.argv[2]), punctual.core.__file__\n"
              "print('ok')")
     deps = sysconfig.get_paths()["purelib"]

@@ -48,15 +48,15 @@ def real(module: str, name: str) -> Callable[..., Any] | None:
 
 
 def consumer_entry() -> Callable[..., Any] | None:
-    return real("functions.consumer.handler", "consume")
+    return real("punctual.functions.consumer.handler", "consume")
 
 
 def editor_entry() -> Callable[..., Any] | None:
-    return real("functions.editor.handler", "process_stream")
+    return real("punctual.functions.editor.handler", "process_stream")
 
 
 def poller_entry() -> Callable[..., Any]:
-    from functions.poller.handler import poll
+    from punctual.functions.poller.handler import poll
 
     return poll
 

@@ -70,8 +70,8 @@ def window_read(far_rows: int, window_rows: int = 20) -> dict[str, Any]:
     from moto import mock_aws
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
+    from punctual.functions.poller.handler import poll
 
-    from functions.poller.handler import poll
     from punctual.core import observability as obs
     from tests.support import FreezegunClock, make_stack
 
