@@ -130,9 +130,10 @@ class Scheduler(Construct):
     :param architecture: Lambda architecture (the bundled wheels follow it). Default: ARM_64.
     :param runtime: Lambda Python runtime (3.12+; the bundled wheels follow it). Default: PYTHON_3_13.
     :param poller_reserved_concurrency: reserved concurrency of the poller, or None for none.
-        Default: 2. Reserving guarantees the poll can run when other functions exhaust the
-        account's concurrency (a missing poll delays every task of a window) and caps
-        concurrent polls (correct anyway thanks to conditional claims, but wasteful).
+        Default: None (a reservation fails to deploy in accounts with the default concurrency
+        quota of 10). One poll at a time is guaranteed by the poller's lease in the meta row, not
+        by this; reserving only keeps a poll able to run when other functions exhaust the
+        account's concurrency.
     :param consumer_max_concurrency: maximum concurrent consumer invocations for the delay queue,
         or None for the SQS event source's default scaling. Default: None.
     :param max_attempts: sends of one row before it is rejected as undeliverable. Default: 5.
@@ -160,7 +161,7 @@ class Scheduler(Construct):
         lateness_alarm_threshold_ms: int = 1000,
         architecture: lambda_.Architecture = lambda_.Architecture.ARM_64,
         runtime: lambda_.Runtime = lambda_.Runtime.PYTHON_3_13,
-        poller_reserved_concurrency: int | None = 2,
+        poller_reserved_concurrency: int | None = None,
         consumer_max_concurrency: int | None = None,
         max_attempts: int = 5,
         log_payloads: bool = False,
@@ -176,6 +177,8 @@ class Scheduler(Construct):
             lead_seconds=lead_seconds,
             orphan_grace_seconds=orphan_grace_seconds,
             max_attempts=max_attempts,
+            # a poll's lease lasts as long as a poll can: its Lambda timeout
+            poll_lease_seconds=int(POLLER_TIMEOUT.to_seconds()),
             log_payloads=log_payloads,
             metrics_namespace=metrics_namespace,
         )

@@ -1,6 +1,7 @@
 """Poller: fired by the rule -> read the window -> claim and send -> re-arm.
 
-1. arm a safety-net poll (so a crash below is followed by another poll);
+1. take the poll lease and arm a safety-net poll (so a crash below is followed by another
+   poll); if another poll holds the lease, make sure a poll follows next minute and stop;
 2. read every row due up to now + window (past-due rows and malformed rows too);
 3. reject malformed and undeliverable rows, claim and send new rows and orphans;
 4. find the next unsent row after the window and compare-and-set the arm;
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.core import observability as obs
-from punctual.core.arming import arm_no_later_than, compare_and_set, read_arm, sync_rule
+from punctual.core.arming import PollInProgress, arm_no_later_than, compare_and_set, read_arm, sync_rule
 from punctual.core.cron import minute_not_before, next_minute_after, one_shot_cron
 from punctual.core.keys import after_window_key, window_upper_key
 from punctual.core.metrics_names import ORPHANS_DEFERRED
@@ -50,6 +51,7 @@ class PollReport:
     in_flight: int = 0
     rejected: int = 0
     deferred: int = 0
+    busy: bool = False  # another poll held the lease: this one only armed the next minute
     next_minute_ms: int | None = None
     delays: list[int] = field(default_factory=list)
 
@@ -62,6 +64,7 @@ class PollReport:
             "in_flight": self.in_flight,
             "rejected": self.rejected,
             "deferred": self.deferred,
+            "busy": self.busy,
             "next_poll": one_shot_cron(self.next_minute_ms) if self.next_minute_ms is not None else None,
         }
 
@@ -110,6 +113,21 @@ def _unless_backlogged(deps: Deps, plan: WindowPlan, now_ms: int, report: PollRe
     return defer_orphans(plan, now_ms, s.orphan_grace_ms)
 
 
+def _defer_to_running_poll(deps: Deps, report: PollReport, running: PollInProgress) -> PollReport:
+    """Another poll holds the lease. Arm the next safe minute (bumping the version, so the running
+    poll's compare-and-set fails and it re-plans, keeping the rule no later than this) and stop:
+    the rule fires again next minute, when the lease is usually free."""
+    s, clock = deps.settings, deps.clock
+    now = clock.now_ms()
+    minute = next_minute_after(now + ARM_MARGIN_MS)
+    state = arm_no_later_than(deps.ddb, s, clock, minute, replace_before_ms=now + 1)
+    sync_rule(deps.ddb, deps.events, s, clock, state)
+    report.busy, report.next_minute_ms = True, state.armed_ms
+    obs.log("INFO", "poll in progress: deferred to it", running_since_ms=running.state.polling_ms,
+            next_poll=one_shot_cron(state.armed_ms) if state.armed_ms is not None else None)
+    return report
+
+
 def poll(deps: Deps) -> PollReport:
     s, clock = deps.settings, deps.clock
     started = clock.now_ms()
@@ -117,8 +135,12 @@ def poll(deps: Deps) -> PollReport:
 
     # 1. Safety net first: if this invocation dies anywhere below, a poll still follows.
     safety = minute_not_before(started + s.orphan_grace_ms, started + ARM_MARGIN_MS)
-    state = arm_no_later_than(deps.ddb, s, clock, safety, replace_before_ms=started + 1,
-                              polling_since_ms=started)
+    try:
+        # the lease: a poll that started more than poll_lease ago is dead (its Lambda timed out)
+        state = arm_no_later_than(deps.ddb, s, clock, safety, replace_before_ms=started + 1,
+                                  polling_since_ms=started, lease_cut_ms=started - s.poll_lease_ms + 1)
+    except PollInProgress as running:
+        return _defer_to_running_poll(deps, report, running)
     state = sync_rule(deps.ddb, deps.events, s, clock, state)  # the meta row as applied (its version)
 
     # 2-3. The window, from the oldest row (past due counts) to its end.

@@ -29,6 +29,14 @@ from .store import conditional_update
 _KEY = {"pk": {"S": META_PK}, "sk": {"S": META_ARM_SK}}
 
 
+class PollInProgress(RuntimeError):
+    """Another poll holds the lease: its ``polling_ms`` is newer than the lease cut."""
+
+    def __init__(self, state: ArmState):
+        super().__init__(f"a poll started at {state.polling_ms} is in progress")
+        self.state = state
+
+
 @dataclass(frozen=True)
 class ArmState:
     armed_ms: int | None  # None: disabled
@@ -96,6 +104,7 @@ def arm_no_later_than(
     replace_before_ms: int,
     rounds: int = 8,
     polling_since_ms: int | None = None,
+    lease_cut_ms: int | None = None,
 ) -> ArmState:
     """Arm for ``minute_ms`` unless an earlier, live arm exists; always bump the version.
 
@@ -108,6 +117,10 @@ def arm_no_later_than(
     race a poller's compare-and-set that disables or moves the arm in between: the
     bump would then succeed on top of it and this caller's poll would be lost
     (found by tests/reliability/test_races.py).
+
+    With ``polling_since_ms`` the caller is a poll taking the lease: with ``lease_cut_ms`` both
+    writes also require that no other poll started after the cut (``polling_ms`` absent or older),
+    and :class:`PollInProgress` is raised when one did.
     """
     names = {"#v": "version", "#a": "armed_ms", "#u": "updated_ms"}
     now = {"N": str(clock.now_ms())}
@@ -117,15 +130,19 @@ def arm_no_later_than(
         ":one": {"N": "1"},
         ":now": now,
     }
-    mark = ""
+    mark = lease = ""
     if polling_since_ms is not None:  # the poller announces itself (see arm_is_current)
         names["#p"] = "polling_ms"
         values[":poll"] = {"N": str(polling_since_ms)}
         mark = ", #p = :poll"
+        if lease_cut_ms is not None:
+            values[":lease"] = {"N": str(lease_cut_ms)}
+            lease = " AND (attribute_not_exists(#p) OR #p < :lease)"
     for _ in range(rounds):
         for update, cond in (
-            (f"SET #a = :m, #u = :now{mark} ADD #v :one", "attribute_not_exists(#a) OR #a > :m OR #a < :cut"),
-            (f"SET #u = :now{mark} ADD #v :one", "attribute_exists(#a) AND #a <= :m AND #a >= :cut"),
+            (f"SET #a = :m, #u = :now{mark} ADD #v :one",
+             f"(attribute_not_exists(#a) OR #a > :m OR #a < :cut){lease}"),
+            (f"SET #u = :now{mark} ADD #v :one", f"attribute_exists(#a) AND #a <= :m AND #a >= :cut{lease}"),
         ):
             resp = conditional_update(
                 ddb,
@@ -140,6 +157,10 @@ def arm_no_later_than(
             )
             if resp is not None:
                 return _state(resp.get("Attributes"))
+        if lease:
+            state = read_arm(ddb, s, clock)
+            if state.polling_ms is not None and state.polling_ms >= int(values[":lease"]["N"]):
+                raise PollInProgress(state)
     raise RuntimeError("could not arm the rule: the meta row kept changing")
 
 

@@ -42,6 +42,10 @@ class Settings:
     wake_early_ms: int = 1000
     # A meta arming older than this is treated as dead (its poll never ran).
     stale_arm_seconds: int = 900
+    # One poll at a time: a poll holds a lease in the meta row (``polling_ms``) for this long; a
+    # poll that finds a live lease defers to it (docs/architecture.md, "One poll at a time"). It
+    # must be at least the poller's Lambda timeout (the construct sets it to that, 300 s).
+    poll_lease_seconds: int = 300
     log_payloads: bool = False
     metrics_namespace: str = "Punctual"
     # Value of the "Instance" dimension on every metric: tells two schedulers in one account apart.
@@ -65,6 +69,8 @@ class Settings:
             raise ValueError(f"wake_early_ms must be 0..max_wait_ms ({self.max_wait_ms}), got {self.wake_early_ms}")
         if self.orphan_grace_seconds < 0:
             raise ValueError("orphan_grace_seconds must be >= 0")
+        if self.poll_lease_seconds < 1:
+            raise ValueError("poll_lease_seconds must be >= 1")
         if self.send_workers < 1:
             raise ValueError("send_workers must be >= 1")
         if self.max_attempts < 1:
@@ -79,6 +85,10 @@ class Settings:
     @property
     def lead_ms(self) -> int:
         return self.lead_seconds * 1000
+
+    @property
+    def poll_lease_ms(self) -> int:
+        return self.poll_lease_seconds * 1000
 
     @property
     def orphan_grace_ms(self) -> int:
@@ -100,6 +110,7 @@ ENV: dict[str, str] = {
     "max_wait_ms": "PUNCTUAL_MAX_WAIT_MS",
     "wake_early_ms": "PUNCTUAL_WAKE_EARLY_MS",
     "stale_arm_seconds": "PUNCTUAL_STALE_ARM_SECONDS",
+    "poll_lease_seconds": "PUNCTUAL_POLL_LEASE_SECONDS",
     "log_payloads": "PUNCTUAL_LOG_PAYLOADS",
     "metrics_namespace": "PUNCTUAL_METRICS_NAMESPACE",
     "instance_name": "PUNCTUAL_INSTANCE_NAME",

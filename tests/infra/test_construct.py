@@ -205,10 +205,12 @@ def test_functions(demo):
         assert props["MemorySize"] == memory
         codes.add(json.dumps(props["Code"], sort_keys=True))
     assert len(codes) == 1, "the three functions share one asset (bundled once)"
-    poller = demo.json["Resources"][demo.logical_id(s.poller_function)]["Properties"]
-    assert poller["ReservedConcurrentExecutions"] == 2
-    for fn in (s.consumer_function, s.editor_function):
-        assert "ReservedConcurrentExecutions" not in demo.json["Resources"][demo.logical_id(fn)]["Properties"]
+    # defaults deploy under the default account quota (10): no reservation; one poll at a time is
+    # the poller's own lease, lasting as long as its timeout
+    for fn in s.functions:
+        props = demo.json["Resources"][demo.logical_id(fn)]["Properties"]
+        assert "ReservedConcurrentExecutions" not in props
+        assert props["Environment"]["Variables"]["PUNCTUAL_POLL_LEASE_SECONDS"] == str(int(c.POLLER_TIMEOUT.to_seconds()))
 
 
 def test_log_groups_retention_and_wiring(demo):
@@ -224,8 +226,8 @@ def test_custom_architecture_and_concurrency(custom):
     s = custom.scheduler
     for fn in s.functions:
         assert custom.json["Resources"][custom.logical_id(fn)]["Properties"]["Architectures"] == ["x86_64"]
-    assert "ReservedConcurrentExecutions" not in custom.json["Resources"][custom.logical_id(s.poller_function)][
-        "Properties"]
+    assert custom.json["Resources"][custom.logical_id(s.poller_function)]["Properties"][
+        "ReservedConcurrentExecutions"] == 2  # still an option
     custom.template.has_resource_properties(
         "AWS::Lambda::EventSourceMapping", {"ScalingConfig": {"MaximumConcurrency": 20}}
     )

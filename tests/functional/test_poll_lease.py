@@ -1,0 +1,77 @@
+"""One poll at a time, by the meta row's lease (not by reserved concurrency), against moto.
+
+A poll takes the lease (``polling_ms``) with its safety-net arm. A poll that finds a live lease
+sends nothing, arms the next minute (so a poll follows) and stops; a lease older than
+``poll_lease_seconds`` is a dead poll's, and is taken over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from punctual.functions.poller.handler import ARM_MARGIN_MS, poll
+
+from punctual.core.arming import arm_no_later_than, read_arm
+from punctual.core.cron import MINUTE_MS, next_minute_after
+from tests.functional.helpers import SentLog, rule_state, sk
+from tests.support import T0_MS
+
+S = 1000
+
+
+def _running_poll_since(stack, started_ms: int) -> None:
+    """The meta row as a poll that started at ``started_ms`` leaves it until its final arm."""
+    s, clock = stack.settings, stack.deps.clock
+    arm_no_later_than(stack.ddb, s, clock, next_minute_after(started_ms + s.orphan_grace_ms),
+                      replace_before_ms=started_ms + 1, polling_since_ms=started_ms)
+
+
+def test_a_poll_defers_to_a_running_one_and_arms_the_next_minute(stack, frozen):
+    # GIVEN rows due within the window and a poll that started 10 s ago and still runs
+    stack.put_raw(sk(30 * S, "a"), {"n": 1})
+    _running_poll_since(stack, T0_MS - 10 * S)
+    version = read_arm(stack.ddb, stack.settings, stack.deps.clock).version
+    log = SentLog(stack.sqs)
+    # WHEN the rule fires again
+    report = poll(stack.deps)
+    # THEN nothing is sent twice, the running poll is made to re-plan, and a poll follows soon
+    assert report.busy and report.sent == 0 and report.read == 0
+    assert log.entries == []
+    after = read_arm(stack.ddb, stack.settings, stack.deps.clock)
+    assert after.version > version
+    assert after.polling_ms == T0_MS - 10 * S  # the lease stays with the running poll
+    state, minute = rule_state(stack)
+    assert state == "ENABLED" and minute == next_minute_after(T0_MS + ARM_MARGIN_MS)
+    assert report.summary()["busy"] is True
+
+
+def test_a_dead_polls_lease_is_taken_over(stack, frozen):
+    # GIVEN a poll that started longer ago than the lease (its Lambda timed out)
+    stack.put_raw(sk(30 * S, "a"), {"n": 1})
+    _running_poll_since(stack, T0_MS - stack.settings.poll_lease_ms)
+    log = SentLog(stack.sqs)
+    # WHEN a poll runs, THEN it takes the lease and sends the window
+    report = poll(stack.deps)
+    assert not report.busy and report.sent == 1
+    assert [json.loads(e["MessageBody"])["sk"] for e in log.entries] == [sk(30 * S, "a")]
+    assert read_arm(stack.ddb, stack.settings, stack.deps.clock).polling_ms is None  # released at its end
+
+
+def test_the_lease_follows_the_setting(stack, frozen):
+    # GIVEN a shorter lease, a poll 61 s old is dead, one 59 s old is not
+    stack.deps = dataclasses.replace(stack.deps, settings=dataclasses.replace(stack.settings,
+                                                                              poll_lease_seconds=60))
+    _running_poll_since(stack, T0_MS - 59 * S)
+    assert poll(stack.deps).busy
+    frozen.tick(2)  # the running poll started 61 s ago now
+    report = poll(stack.deps)
+    assert not report.busy
+
+
+def test_sequential_polls_never_see_their_own_lease(stack, frozen):
+    """A finished poll releases the lease: the next one, a minute later, runs in full."""
+    stack.put_raw(sk(30 * MINUTE_MS, "later"), {"n": 1})
+    assert not poll(stack.deps).busy
+    frozen.tick(60)
+    assert not poll(stack.deps).busy
