@@ -23,6 +23,7 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
@@ -250,6 +251,9 @@ class Scheduler(Construct):
         self.stream_dead_letter_queue = queue("StreamDeadLetterQueue", retention_period=DLQ_RETENTION)
         # Rule -> poller invocations that failed after every retry.
         self.rule_dead_letter_queue = queue("RuleDeadLetterQueue", retention_period=DLQ_RETENTION)
+        # Poller invocations that EventBridge delivered but that failed after Lambda's async retries
+        # (the OnFailure destination: the record names the request and the error).
+        self.poller_failure_queue = queue("PollerFailureQueue", retention_period=DLQ_RETENTION)
 
         # ---- the rule (name known before the rule exists: the poller's environment needs it,
         # while the rule's target needs the poller: a Ref would be a cycle) ------------------
@@ -298,6 +302,7 @@ class Scheduler(Construct):
             "Punctual poller: sends a window of tasks to the delay queue and re-arms the rule",
             reserved_concurrent_executions=poller_reserved_concurrency,
             retry_attempts=2,
+            on_failure=destinations.SqsDestination(self.poller_failure_queue),
         )
         self.consumer_function = function(
             "Consumer", CONSUMER_HANDLER, CONSUMER_TIMEOUT, CONSUMER_MEMORY_MB,
@@ -465,7 +470,8 @@ class Scheduler(Construct):
     @property
     def dead_letter_queues(self) -> list[sqs.IQueue]:
         """Every dead-letter queue this construct owns (a message there is a failure to look at)."""
-        dlqs = [self.delay_dead_letter_queue, self.stream_dead_letter_queue, self.rule_dead_letter_queue]
+        dlqs = [self.delay_dead_letter_queue, self.stream_dead_letter_queue, self.rule_dead_letter_queue,
+                self.poller_failure_queue]
         if self.dead_letter_queue is not None:
             dlqs.append(self.dead_letter_queue)
         return dlqs
@@ -568,7 +574,8 @@ class Scheduler(Construct):
             Validations.of(construct).acknowledge(Acknowledgment(id=rule, reason=reason))
 
         # (the delay and delivery DLQs are recognised as DLQs by cdk-nag: they are redrive targets)
-        for q in (self.rejected_queue, self.stream_dead_letter_queue, self.rule_dead_letter_queue):
+        for q in (self.rejected_queue, self.stream_dead_letter_queue, self.rule_dead_letter_queue,
+                  self.poller_failure_queue):
             ack(q, "AwsSolutions-SQS3",
                 "A dead-letter or rejected-rows queue (Lambda on-failure destination, EventBridge target DLQ, "
                 "Punctual's rejections): it is the end of the line and needs no DLQ of its own.")

@@ -117,7 +117,7 @@ def test_delivery_queue_and_dlq(demo):
 
 
 @pytest.mark.parametrize("attr", ["rejected_queue", "dead_letter_queue", "delay_dead_letter_queue",
-                                  "stream_dead_letter_queue", "rule_dead_letter_queue"])
+                                  "stream_dead_letter_queue", "rule_dead_letter_queue", "poller_failure_queue"])
 def test_dead_letter_and_rejected_queues_keep_14_days(demo, attr):
     q = demo.json["Resources"][demo.logical_id(getattr(demo.scheduler, attr))]["Properties"]
     assert q["MessageRetentionPeriod"] == 14 * 86400
@@ -125,7 +125,7 @@ def test_dead_letter_and_rejected_queues_keep_14_days(demo, attr):
 
 
 def test_every_queue_enforces_ssl(demo, custom):
-    for synth, n in ((demo, 7), (custom, 7)):  # custom: 5 own + the existing queue and its DLQ
+    for synth, n in ((demo, 8), (custom, 8)):  # custom: 6 own + the existing queue and its DLQ
         queues = synth.resources("AWS::SQS::Queue")
         assert len(queues) == n
         policies = synth.resources("AWS::SQS::QueuePolicy").values()
@@ -313,6 +313,10 @@ def test_least_privilege(demo):
         | pairs(["sqs:SendMessage"], delay, rejected)
         | pairs(["sqs:GetQueueAttributes"], delay)  # the backlog count before resending orphans
         | pairs(["events:PutRule", "events:DisableRule", "events:DescribeRule"], rule_arn)
+        # the OnFailure destination (Lambda sends the failed invocation's record as the function's
+        # role): CDK's SqsDestination grants grant_send_messages
+        | pairs(["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"],
+                getatt(d.logical_id(s.poller_failure_queue)))
     )
     assert grants(d, s.consumer_function.role) == (
         pairs(logs, log_group(s.consumer_function))
@@ -410,8 +414,28 @@ def test_metrics(demo):
     rej = s.metric_rejected_rows()
     assert (rej.namespace, rej.metric_name, rej.statistic) == ("Punctual", REJECTED_ROWS, "Sum")
     dead = s.metric_dead_letters()
-    assert len(dead.using_metrics) == 4  # delay, delivery, stream and rule DLQs
+    assert len(dead.using_metrics) == 5  # delay, delivery, stream and rule DLQs, poller failures
     assert {m.metric_name for m in dead.using_metrics.values()} == {"ApproximateNumberOfMessagesVisible"}
+
+
+def test_poller_async_failures_go_to_a_queue_that_raises_the_dead_letters_alarm(demo):
+    """A poll that fails after Lambda's async retries is recorded (OnFailure destination), not dropped."""
+    s = demo.scheduler
+    failures = demo.logical_id(s.poller_failure_queue)
+    (config,) = [r["Properties"] for r in demo.resources("AWS::Lambda::EventInvokeConfig").values()
+                 if r["Properties"]["FunctionName"] == {"Ref": demo.logical_id(s.poller_function)}]
+    assert config["DestinationConfig"]["OnFailure"]["Destination"] == getatt(failures)
+    assert config["MaximumRetryAttempts"] == 2
+    assert s.poller_failure_queue in s.dead_letter_queues
+    (alarm,) = [a["Properties"] for a in demo.resources("AWS::CloudWatch::Alarm").values()
+                if "Metrics" in a["Properties"]]
+    watched = [m["MetricStat"]["Metric"]["Dimensions"][0]["Value"] for m in alarm["Metrics"] if "MetricStat" in m]
+    assert getatt(failures, "QueueName") in watched
+    # the poller may send to it (the destination's grant)
+    statements = [st for p in demo.resources("AWS::IAM::Policy").values()
+                  for st in p["Properties"]["PolicyDocument"]["Statement"]]
+    assert any(getatt(failures) in (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]])
+               and "sqs:SendMessage" in st["Action"] for st in statements)
 
 
 def test_alarms(demo, custom):
