@@ -32,7 +32,7 @@ from constructs import Construct
 
 from punctual.core.config import META_PK, RULE_DESCRIPTION, Settings, to_environment
 from punctual.core.cron import one_shot_cron
-from punctual.core.metrics_names import LATENESS_MS, REJECTED_ROWS
+from punctual.core.metrics_names import INSTANCE_DIMENSION, LATENESS_MS, REJECTED_ROWS
 from punctual.core.models import ATTR_ENQUEUED_MS
 
 from .bundling import functions_code
@@ -76,6 +76,10 @@ RULE_TARGET_MAX_EVENT_AGE = Duration.hours(1)
 DLQ_RETENTION = Duration.days(14)
 DELAY_RETENTION = Duration.days(4)  # pointers live <= 15 min + retries; a DLQ keeps the failures
 DELIVERY_RETENTION = Duration.days(14)  # consumers may be down for a long weekend
+# An alarm's dimension value is 1-255 characters (AWS::CloudWatch::Alarm Dimension, CloudFormation
+# reference; PutMetricData allows 1024 and ASCII only, with a non-whitespace character).
+MAX_INSTANCE_NAME = 255
+METRIC_PERIOD = Duration.minutes(5)
 
 # Exactly the API calls each function makes (handlers + punctual/core store, arming, sending, queues).
 # poller: query_below/query_from, read_arm, claim/release/arm (UpdateItem), reject_row/delete (DeleteItem).
@@ -140,6 +144,10 @@ class Scheduler(Construct):
     :param max_attempts: sends of one row before it is rejected as undeliverable. Default: 5.
     :param log_payloads: log task payloads (never on by default: payloads are data). Default: False.
     :param metrics_namespace: CloudWatch namespace of the EMF metrics. Default: ``"Punctual"``.
+    :param instance_name: value of the ``Instance`` dimension every metric of this scheduler carries
+        (functions' ``PUNCTUAL_INSTANCE_NAME``), so that schedulers sharing an account and namespace
+        keep their metrics and alarms apart. Default: a stable name unique to this construct
+        (``Names.unique_resource_name``, its path in the app; it changes if the construct moves).
     :param resync_on_deploy: invoke the poller once after a deployment that creates or changes the
         rule (CloudFormation puts it back DISABLED; the poll re-arms it from the meta row). Adds
         an ``AwsCustomResource`` (a Node.js function run at deploy time only). Default: True.
@@ -167,9 +175,18 @@ class Scheduler(Construct):
         max_attempts: int = 5,
         log_payloads: bool = False,
         metrics_namespace: str = "Punctual",
+        instance_name: str | None = None,
         resync_on_deploy: bool = True,
     ) -> None:
         super().__init__(scope, id)
+        if instance_name is None:
+            instance_name = Names.unique_resource_name(self, max_length=64, separator="-")
+        if not (instance_name.strip() and instance_name.isascii() and instance_name.isprintable()
+                and len(instance_name) <= MAX_INSTANCE_NAME):
+            raise ValueError(
+                f"instance_name must be 1..{MAX_INSTANCE_NAME} printable ASCII characters, not all blank "
+                f"(a CloudWatch dimension value), got {instance_name!r}"
+            )
         # Validation is the functions' own: constructing Settings raises the ValueError they would
         # raise at start-up (window <= 900, window >= lead + 60 hence >= 60, reserved pk, ...).
         base = Settings(
@@ -182,6 +199,7 @@ class Scheduler(Construct):
             poll_lease_seconds=int(POLLER_TIMEOUT.to_seconds()),
             log_payloads=log_payloads,
             metrics_namespace=metrics_namespace,
+            instance_name=instance_name,
         )
         if orphan_grace_seconds <= DELAY_QUEUE_VISIBILITY.to_seconds():
             raise ValueError(
@@ -191,6 +209,7 @@ class Scheduler(Construct):
             )
         self.partition_key_value = partition_key_value
         self.metrics_namespace = metrics_namespace
+        self.instance_name = instance_name
         self.encryption_key = encryption_key
         stack = Stack.of(self)
 
@@ -502,28 +521,32 @@ class Scheduler(Construct):
         return self.delivery_queue.grant_consume_messages(grantee)
 
     # ---- metrics ----------------------------------------------------------------------------------
-    def metric_lateness(self, *, statistic: str = "p99", period: Duration | None = None) -> cloudwatch.Metric:
-        """Delivery lateness in ms (due time -> delivered), emitted by the consumer. Default p99 over 5 min."""
-        return cloudwatch.Metric(
-            namespace=self.metrics_namespace,
-            metric_name=LATENESS_MS,
-            statistic=statistic,
-            period=period or Duration.minutes(5),
-            unit=cloudwatch.Unit.MILLISECONDS,
-        )
+    def metric(self, metric_name: str, **options) -> cloudwatch.Metric:
+        """One of the metrics the functions emit (names in :mod:`punctual.core.metrics_names`), as this
+        scheduler's: in :attr:`metrics_namespace`, with the dimension ``Instance`` =
+        :attr:`instance_name` (merged into any ``dimensions_map`` given; the functions emit no other
+        dimension, so an extra one selects no data). ``options`` are ``cloudwatch.MetricOptions``
+        fields (``statistic``, ``period``, ``unit``, ``label``, ...). Default: Sum over 5 minutes.
+        """
+        dimensions = {**(options.pop("dimensions_map", None) or {}), INSTANCE_DIMENSION: self.instance_name}
+        options.setdefault("statistic", "Sum")
+        options.setdefault("period", METRIC_PERIOD)
+        return cloudwatch.Metric(namespace=self.metrics_namespace, metric_name=metric_name,
+                                 dimensions_map=dimensions, **options)
 
-    def metric_rejected_rows(self, *, period: Duration | None = None) -> cloudwatch.Metric:
-        """Rows rejected as malformed or undeliverable (sum), emitted by every function."""
-        return cloudwatch.Metric(
-            namespace=self.metrics_namespace,
-            metric_name=REJECTED_ROWS,
-            statistic="Sum",
-            period=period or Duration.minutes(5),
-        )
+    def metric_lateness(self, *, statistic: str = "p99", period: Duration | None = None,
+                        **options) -> cloudwatch.Metric:
+        """Delivery lateness in ms (due time -> delivered), emitted by the consumer. Default p99 over 5 min."""
+        options.setdefault("unit", cloudwatch.Unit.MILLISECONDS)
+        return self.metric(LATENESS_MS, statistic=statistic, period=period or METRIC_PERIOD, **options)
+
+    def metric_rejected_rows(self, *, period: Duration | None = None, **options) -> cloudwatch.Metric:
+        """Rows rejected as malformed or undeliverable (sum by default), emitted by every function."""
+        return self.metric(REJECTED_ROWS, period=period or METRIC_PERIOD, **options)
 
     def metric_dead_letters(self, *, period: Duration | None = None) -> cloudwatch.IMetric:
         """Messages visible in all of this construct's dead-letter queues (sum of their maxima)."""
-        period = period or Duration.minutes(5)
+        period = period or METRIC_PERIOD
         metrics = {
             f"d{i}": q.metric_approximate_number_of_messages_visible(statistic="Maximum", period=period)
             for i, q in enumerate(self.dead_letter_queues)
@@ -552,15 +575,16 @@ class Scheduler(Construct):
                 )
             )
 
+        name = f"Punctual {self.instance_name}"
         alarm("DeadLettersAlarm", self.metric_dead_letters(), 1,
-              "Punctual: messages in a dead-letter queue (tasks, stream batches or polls that failed)")
+              f"{name}: messages in a dead-letter queue (tasks, stream batches or polls that failed)")
         for fn in self.functions:
-            alarm(f"{fn.node.id}ErrorsAlarm", fn.metric_errors(period=Duration.minutes(5), statistic="Sum"), 1,
-                  f"Punctual: {fn.node.id.lower()} function errors")
+            alarm(f"{fn.node.id}ErrorsAlarm", fn.metric_errors(period=METRIC_PERIOD, statistic="Sum"), 1,
+                  f"{name}: {fn.node.id.lower()} function errors")
         alarm("LatenessAlarm", self.metric_lateness(), lateness_threshold_ms,
-              f"Punctual: p99 delivery lateness >= {lateness_threshold_ms} ms")
+              f"{name}: p99 delivery lateness >= {lateness_threshold_ms} ms")
         alarm("RejectedRowsAlarm", self.metric_rejected_rows(), 1,
-              "Punctual: rows rejected (see the rejected-rows queue for the reason and the row)")
+              f"{name}: rows rejected (see the rejected-rows queue for the reason and the row)")
 
     def _acknowledge_nag_findings(self) -> None:
         """cdk-nag (AwsSolutions) findings inherent to the design, acknowledged where they arise.

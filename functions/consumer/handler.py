@@ -155,16 +155,15 @@ def _deliver(deps: Deps, todo: list[tuple[Pending, Task]], report: ConsumeReport
 
 def _emit_metrics(deps: Deps, report: ConsumeReport) -> None:
     s, now = deps.settings, deps.clock.now_ms()
-    ns = s.metrics_namespace
     if report.delivered:
-        obs.metric(ns, names.LATENESS_MS, [ev.lateness_ms for ev in report.delivered], unit="Milliseconds",
+        obs.metric(s, names.LATENESS_MS, [ev.lateness_ms for ev in report.delivered], unit="Milliseconds",
                    timestamp_ms=now)
-    obs.metric(ns, names.DELIVERED, len(report.delivered), timestamp_ms=now)
-    obs.metric(ns, names.DROPPED, report.dropped, timestamp_ms=now)
+    obs.metric(s, names.DELIVERED, len(report.delivered), timestamp_ms=now)
+    obs.metric(s, names.DROPPED, report.dropped, timestamp_ms=now)
     if report.put_back:
-        obs.metric(ns, names.PUT_BACK, report.put_back, timestamp_ms=now)
+        obs.metric(s, names.PUT_BACK, report.put_back, timestamp_ms=now)
     if report.poison:
-        obs.metric(ns, names.POISON_MESSAGES, report.poison, timestamp_ms=now)
+        obs.metric(s, names.POISON_MESSAGES, report.poison, timestamp_ms=now)
 
 
 def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:

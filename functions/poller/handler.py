@@ -109,7 +109,7 @@ def _unless_backlogged(deps: Deps, plan: WindowPlan, now_ms: int, report: PollRe
     report.deferred = orphans
     obs.log("WARNING", "orphans deferred: the delay queue has a backlog", orphans=orphans,
             delay_queue_visible=visible, recheck_after_ms=s.orphan_grace_ms)
-    obs.metric(s.metrics_namespace, ORPHANS_DEFERRED, orphans)
+    obs.metric(s, ORPHANS_DEFERRED, orphans)
     return defer_orphans(plan, now_ms, s.orphan_grace_ms)
 
 

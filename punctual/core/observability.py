@@ -8,8 +8,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .metrics_names import INSTANCE_DIMENSION
+
+if TYPE_CHECKING:
+    from .config import Settings
 
 _out: TextIO | None = None
 
@@ -30,22 +34,29 @@ def log(level: str, message: str, **fields: Any) -> None:
 
 
 def metric(
-    namespace: str,
+    settings: Settings,
     name: str,
     value: float | list[float],
     unit: str = "Count",
-    dimensions: Mapping[str, str] | None = None,
     timestamp_ms: int | None = None,
     **properties: Any,
 ) -> None:
-    """Emit one EMF record: CloudWatch extracts the metric from the log line."""
-    dims = dict(dimensions or {})
+    """Emit one EMF record: CloudWatch extracts the metric from the log line.
+
+    Namespace and dimensions come from ``settings``: every metric carries exactly the dimension
+    ``{INSTANCE_DIMENSION: settings.instance_name}``, the one the construct's ``Scheduler.metric``
+    reads (a CloudWatch metric is identified by its namespace, name and full set of dimensions,
+    so an extra dimension here would make a metric the construct's alarms never see).
+    ``properties`` are logged with the record but are not dimensions.
+    """
+    dims = {INSTANCE_DIMENSION: settings.instance_name}
     record = {
+        **properties,
         "_aws": {
             "Timestamp": timestamp_ms if timestamp_ms is not None else int(time.time() * 1000),
             "CloudWatchMetrics": [
                 {
-                    "Namespace": namespace,
+                    "Namespace": settings.metrics_namespace,
                     "Dimensions": [sorted(dims)],
                     "Metrics": [{"Name": name, "Unit": unit}],
                 }
@@ -53,6 +64,5 @@ def metric(
         },
         name: value,
         **dims,
-        **properties,
     }
     _write(json.dumps(record, default=str, separators=(",", ":")))

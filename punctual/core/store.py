@@ -173,7 +173,7 @@ def reject_row(
     rejection = Rejection.of(item, exc, source, now)
     obs.log("WARN", "row rejected", code=rejection.code, reason=rejection.reason, pk=rejection.pk,
             sk=rejection.sk, source=source)
-    obs.metric(s.metrics_namespace, REJECTED_ROWS, 1, timestamp_ms=now, code=rejection.code)
+    obs.metric(s, REJECTED_ROWS, 1, timestamp_ms=now, code=rejection.code)
     if not s.rejected_queue_url:
         return rejection
     call_with_retry(

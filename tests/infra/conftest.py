@@ -3,7 +3,7 @@
 - ``demo``: the cdk.json app (Scheduler with defaults + example consumer + producer role),
   with cdk-nag's AwsSolutions plugin registered: the synth itself fails on any finding.
 - ``custom``: every non-default prop (existing delivery queue, KMS key, x86_64, no alarms,
-  poller reserved concurrency 2, other partition and window) plus a grant_consume.
+  poller reserved concurrency 2, other partition and window, instance name) plus a grant_consume.
 
 Both skip asset bundling (context ``aws:cdk:bundling-stacks`` = []) and CDK's built-in
 CloudFormation validation (~10 s per synth; cfn-lint runs on the templates instead).
@@ -92,6 +92,7 @@ def custom(tmp_path_factory) -> Synth:
         architecture=lambda_.Architecture.X86_64,
         poller_reserved_concurrency=2,
         consumer_max_concurrency=20,
+        instance_name="jobs-prod",
     )
     worker = iam.Role(stack, "Worker", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
     grant = scheduler.grant_consume(worker)

@@ -10,7 +10,7 @@ from aws_cdk.assertions import Match
 from infra import construct as c
 from punctual.core.config import ENV, META_PK, RULE_DESCRIPTION, Settings
 from punctual.core.cron import parse_one_shot_cron
-from punctual.core.metrics_names import LATENESS_MS, REJECTED_ROWS
+from punctual.core.metrics_names import DELIVERED, INSTANCE_DIMENSION, LATENESS_MS, REJECTED_ROWS
 from punctual.core.models import ATTR_ENQUEUED_MS
 
 
@@ -253,6 +253,31 @@ def test_environment_is_exactly_the_settings(demo, custom):
             assert env[ENV["log_payloads"]] == "false"
 
 
+def test_functions_emit_under_the_instance_name(demo, custom):
+    """PUNCTUAL_INSTANCE_NAME is the construct's instance_name: given (custom) or derived (demo)."""
+    assert custom.scheduler.instance_name == "jobs-prod"
+    assert demo.scheduler.instance_name not in ("", Settings().instance_name)
+    for synth in (demo, custom):
+        for fn in synth.scheduler.functions:
+            assert env_of(synth, fn)[ENV["instance_name"]] == synth.scheduler.instance_name
+
+
+def test_default_instance_names_are_unique_per_construct_and_stable():
+    from aws_cdk import App, Stack
+
+    from infra import Scheduler
+
+    from .conftest import NO_BUNDLING
+
+    def names():
+        stack = Stack(App(context=NO_BUNDLING), "Two")
+        return [Scheduler(stack, cid, alarms=False, resync_on_deploy=False).instance_name for cid in ("A", "B")]
+
+    first = names()
+    assert first[0] != first[1]
+    assert names() == first  # same construct path, same name: a redeploy keeps its metrics
+
+
 # ---- event sources -------------------------------------------------------------------------------
 
 def test_consumer_event_source(demo):
@@ -409,13 +434,32 @@ def test_cdk_scheduler_aliases(demo):
 
 def test_metrics(demo):
     s = demo.scheduler
+    mine = {INSTANCE_DIMENSION: s.instance_name}
     lat = s.metric_lateness()
-    assert (lat.namespace, lat.metric_name, lat.statistic) == ("Punctual", LATENESS_MS, "p99")
+    assert (lat.namespace, lat.metric_name, lat.statistic, lat.dimensions) == ("Punctual", LATENESS_MS, "p99", mine)
+    assert lat.period.to_seconds() == 300
     rej = s.metric_rejected_rows()
-    assert (rej.namespace, rej.metric_name, rej.statistic) == ("Punctual", REJECTED_ROWS, "Sum")
+    assert (rej.namespace, rej.metric_name, rej.statistic, rej.dimensions) == ("Punctual", REJECTED_ROWS, "Sum", mine)
+    assert s.metric_lateness(statistic="p50", label="median").label == "median"
     dead = s.metric_dead_letters()
     assert len(dead.using_metrics) == 5  # delay, delivery, stream and rule DLQs, poller failures
     assert {m.metric_name for m in dead.using_metrics.values()} == {"ApproximateNumberOfMessagesVisible"}
+
+
+def test_metric_carries_the_instance_dimension(demo, custom):
+    from aws_cdk import Duration
+    from aws_cdk import aws_cloudwatch as cloudwatch
+
+    s = demo.scheduler
+    m = s.metric(DELIVERED)
+    assert (m.namespace, m.metric_name, m.statistic, m.period.to_seconds()) == ("Punctual", DELIVERED, "Sum", 300)
+    assert m.dimensions == {INSTANCE_DIMENSION: s.instance_name}
+    assert custom.scheduler.metric(DELIVERED).dimensions == {INSTANCE_DIMENSION: "jobs-prod"}
+    opts = s.metric(DELIVERED, statistic="Average", period=Duration.minutes(1), unit=cloudwatch.Unit.COUNT,
+                    label="delivered", dimensions_map={"Extra": "x", INSTANCE_DIMENSION: "someone else"})
+    assert (opts.statistic, opts.period.to_seconds(), opts.unit, opts.label) == (
+        "Average", 60, cloudwatch.Unit.COUNT, "delivered")
+    assert opts.dimensions == {"Extra": "x", INSTANCE_DIMENSION: s.instance_name}
 
 
 def test_poller_async_failures_go_to_a_queue_that_raises_the_dead_letters_alarm(demo):
@@ -444,6 +488,10 @@ def test_alarms(demo, custom):
     by_metric = {a["Properties"].get("MetricName"): a["Properties"] for a in alarms.values()}
     assert by_metric[LATENESS_MS]["ExtendedStatistic"] == "p99"
     assert by_metric[LATENESS_MS]["Namespace"] == "Punctual"
+    instance = demo.scheduler.instance_name
+    for name in (LATENESS_MS, REJECTED_ROWS):
+        assert by_metric[name]["Dimensions"] == [{"Name": INSTANCE_DIMENSION, "Value": instance}], name
+    assert all(instance in a["Properties"]["AlarmDescription"] for a in alarms.values())
     assert by_metric[REJECTED_ROWS]["Threshold"] == 1
     errors = [a for a in alarms.values() if a["Properties"].get("MetricName") == "Errors"]
     assert len(errors) == 3
@@ -466,6 +514,10 @@ def test_alarms(demo, custom):
         ({"partition_key_value": META_PK}, "reserved"),
         ({"max_attempts": 0}, "max_attempts"),
         ({"orphan_grace_seconds": 180}, "visibility timeout"),
+        ({"instance_name": ""}, "instance_name"),
+        ({"instance_name": "  "}, "instance_name"),
+        ({"instance_name": "x" * 256}, "instance_name"),
+        ({"instance_name": "caf\u00e9"}, "instance_name"),
     ],
 )
 def test_props_validated_like_settings(props, message):
@@ -480,7 +532,7 @@ def test_props_validated_like_settings(props, message):
 
 
 def test_metric_names_match_what_the_functions_emit():
-    """The construct reads the metric names the handlers emit (EMF, no dimensions): each name is
+    """The construct reads the metric names the handlers emit (EMF, the Instance dimension): each name is
     emitted by an ``obs.metric`` call, as the shared constant or (until switched) the same literal."""
     import re
     from pathlib import Path
