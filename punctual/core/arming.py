@@ -157,9 +157,9 @@ def arm_no_later_than(
             )
             if resp is not None:
                 return _state(resp.get("Attributes"))
-        if lease:
+        if lease_cut_ms is not None and polling_since_ms is not None:
             state = read_arm(ddb, s, clock)
-            if state.polling_ms is not None and state.polling_ms >= int(values[":lease"]["N"]):
+            if state.polling_ms is not None and state.polling_ms >= lease_cut_ms:
                 raise PollInProgress(state)
     raise RuntimeError("could not arm the rule: the meta row kept changing")
 
