@@ -207,4 +207,5 @@ def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    obs.start_invocation(context)
     return consume(event, default_deps())

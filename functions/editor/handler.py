@@ -128,4 +128,5 @@ def process_stream(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    obs.start_invocation(context)
     return process_stream(event, default_deps())

@@ -217,4 +217,5 @@ def poll(deps: Deps) -> PollReport:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    obs.start_invocation(context)
     return poll(default_deps()).summary()

@@ -1,6 +1,12 @@
 """Structured JSON logs and CloudWatch Embedded Metric Format (no API calls).
 
 Payloads are data: they are never logged unless ``log_payloads`` is on.
+
+Every line written during a Lambda invocation carries its ``request_id`` and ``cold_start``
+(bound by :func:`start_invocation`, which each handler calls first). Lambda runs one invocation
+at a time per execution environment, so one module-level binding is the invocation's, and the
+poller's send workers (threads) log with it too. Why our own lines rather than Lambda's JSON log
+format or Powertools Logger: docs/construct.md, "Logs and metrics".
 """
 
 from __future__ import annotations
@@ -16,6 +22,10 @@ if TYPE_CHECKING:
     from .config import Settings
 
 _out: TextIO | None = None
+# What every line of the current invocation carries (request_id, cold_start).
+_invocation: dict[str, Any] = {}
+# Functions that have already started an invocation in this process (cold_start is then false).
+_warm: set[str] = set()
 
 
 def set_stream(stream: TextIO | None) -> None:
@@ -28,8 +38,23 @@ def _write(line: str) -> None:
     print(line, file=_out or sys.stdout, flush=True)
 
 
+def start_invocation(context: Any) -> dict[str, Any]:
+    """Bind the Lambda ``context``'s request id and whether this is the first invocation of its
+    function in this process (a cold start) to every line until the next call. Returns the binding.
+    ``context`` may be None (a test calling the handler): no request id, cold_start as for any call."""
+    function = str(getattr(context, "function_name", "") or "")
+    request_id = getattr(context, "aws_request_id", None)
+    _invocation.clear()
+    if request_id:
+        _invocation["request_id"] = str(request_id)
+    _invocation["cold_start"] = function not in _warm
+    _warm.add(function)
+    return dict(_invocation)
+
+
 def log(level: str, message: str, **fields: Any) -> None:
-    record = {"level": level, "message": message, **fields}
+    """One JSON line with the invocation's binding (fields cannot override it)."""
+    record = {"level": level, "message": message, **fields, **_invocation}
     _write(json.dumps(record, default=str, separators=(",", ":")))
 
 
@@ -52,6 +77,7 @@ def metric(
     dims = {INSTANCE_DIMENSION: settings.instance_name}
     record = {
         **properties,
+        **_invocation,
         "_aws": {
             "Timestamp": timestamp_ms if timestamp_ms is not None else int(time.time() * 1000),
             "CloudWatchMetrics": [

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+from types import SimpleNamespace
 
 import pytest
 from punctual.functions.consumer.handler import consume, handler, queue_url_from_arn
@@ -431,15 +432,29 @@ def test_clock_re_checked_right_before_sending(stack, frozen):
     assert ev["delivered_at_ms"] >= due
 
 
-def test_lambda_handler_entry_point(stack, frozen, monkeypatch):
+def test_lambda_handler_entry_point(stack, frozen, monkeypatch, logs):
+    """GIVEN two invocations through the Lambda entry point WHEN they log THEN every line (logs and
+    EMF records) names its invocation's request id, and only the first is a cold start."""
     for name, value in to_environment(stack.settings).items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setattr(obs, "_warm", set())
+    monkeypatch.setattr(obs, "_invocation", {})
     reset_default_deps()
     try:
-        enqueue(stack, schedule(stack, T0_MS - 5, "h"), T0_MS - 5, delay_seconds=0)
-        event = receive_event(stack)
-        assert handler(event, None) == {"batchItemFailures": []}
-        assert [e["id"] for e in delivered(stack)] == ["h"]
+        for n, task_id in enumerate(("h1", "h2")):
+            enqueue(stack, schedule(stack, T0_MS - 5, task_id), T0_MS - 5, delay_seconds=0)
+            event = receive_event(stack)
+            context = SimpleNamespace(function_name="punctual-consumer", aws_request_id=f"req-{n}")
+            assert handler(event, context) == {"batchItemFailures": []}
+        assert sorted(e["id"] for e in delivered(stack)) == ["h1", "h2"]
+        lines = logs()
+        by_request = {rid: [rec for rec in lines if rec.get("request_id") == rid] for rid in ("req-0", "req-1")}
+        assert all("request_id" in rec for rec in lines)
+        assert {rec["cold_start"] for rec in by_request["req-0"]} == {True}
+        assert {rec["cold_start"] for rec in by_request["req-1"]} == {False}
+        for rid, recs in by_request.items():  # a delivered log line and its lateness metric each
+            assert any(rec.get("message") == "delivered" for rec in recs), rid
+            assert any("_aws" in rec for rec in recs), rid
     finally:
         reset_default_deps()
 

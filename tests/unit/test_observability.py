@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import io
 import json
+from types import SimpleNamespace
 
 import pytest
 
 from punctual.core import observability as obs
 from punctual.core.config import Settings
 from punctual.core.metrics_names import INSTANCE_DIMENSION, LATENESS_MS, REJECTED_ROWS
+
+
+@pytest.fixture(autouse=True)
+def fresh_process(monkeypatch):
+    """No invocation bound and no function started yet, as in a new execution environment."""
+    monkeypatch.setattr(obs, "_invocation", {})
+    monkeypatch.setattr(obs, "_warm", set())
 
 
 @pytest.fixture
@@ -50,3 +58,26 @@ def test_properties_cannot_change_the_dimension_or_the_directive(emitted):
     assert rec["code"] == "malformed"
     assert rec[INSTANCE_DIMENSION] == "mine"
     assert rec["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [[INSTANCE_DIMENSION]]
+
+
+def test_lines_carry_the_request_id_and_the_cold_start_flag(emitted):
+    ctx = SimpleNamespace(function_name="poller", aws_request_id="r1")
+    assert obs.start_invocation(ctx) == {"request_id": "r1", "cold_start": True}
+    obs.log("INFO", "one", request_id="forged", cold_start="forged")
+    obs.metric(Settings(), REJECTED_ROWS, 1)
+    obs.start_invocation(SimpleNamespace(function_name="poller", aws_request_id="r2"))
+    obs.log("INFO", "two")
+    first, metric, second = emitted()
+    assert (first["request_id"], first["cold_start"], first["message"]) == ("r1", True, "one")
+    assert (metric["request_id"], metric["cold_start"]) == ("r1", True)
+    assert (second["request_id"], second["cold_start"]) == ("r2", False)
+
+
+def test_cold_start_is_per_function_and_a_context_may_be_missing(emitted):
+    """The local stack runs the three functions in one process: each has its own first invocation."""
+    assert obs.start_invocation(SimpleNamespace(function_name="poller", aws_request_id="a"))["cold_start"]
+    assert obs.start_invocation(SimpleNamespace(function_name="editor", aws_request_id="b"))["cold_start"]
+    assert obs.start_invocation(None) == {"cold_start": True}
+    obs.log("INFO", "no context")
+    (rec,) = emitted()
+    assert "request_id" not in rec and rec["cold_start"] is True
