@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from aws_cdk import Acknowledgment, Duration, Names, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Annotations, Duration, Names, RemovalPolicy, Stack, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
@@ -32,7 +32,16 @@ from constructs import Construct
 
 from punctual.core.config import META_PK, RULE_DESCRIPTION, Settings, to_environment
 from punctual.core.cron import one_shot_cron
-from punctual.core.metrics_names import INSTANCE_DIMENSION, LATENESS_MS, REJECTED_ROWS
+from punctual.core.metrics_names import (
+    DELIVERED,
+    DROPPED,
+    INSTANCE_DIMENSION,
+    LATENESS_MS,
+    ORPHANS_DEFERRED,
+    POISON_MESSAGES,
+    PUT_BACK,
+    REJECTED_ROWS,
+)
 from punctual.core.models import ATTR_ENQUEUED_MS
 
 from .bundling import functions_code
@@ -80,6 +89,26 @@ DELIVERY_RETENTION = Duration.days(14)  # consumers may be down for a long weeke
 # reference; PutMetricData allows 1024 and ASCII only, with a non-whitespace character).
 MAX_INSTANCE_NAME = 255
 METRIC_PERIOD = Duration.minutes(5)
+DEFAULTS = Settings()
+DEFAULT_LATENESS_ALARM_THRESHOLD = Duration.seconds(1)
+# The delay queue's oldest message: a pointer waits up to the window (DelaySeconds <= 900 s) before
+# it is visible, then is received at once. SQS does not document whether the age counts the delay;
+# counting it, a healthy queue stays below window + one visibility timeout (900 + 180 s), and a
+# message older than 20 minutes has been retried or is not being received.
+DEFAULT_DELAY_QUEUE_AGE_ALARM_THRESHOLD = Duration.minutes(20)
+# Props that were ints with the unit in the name, kept as deprecated aliases of the Duration props:
+# alias -> (the Duration prop, the alias's unit as a Duration factory name).
+DEPRECATED_INT_PROPS: dict[str, tuple[str, str]] = {
+    "window_seconds": ("window", "seconds"),
+    "lead_seconds": ("lead", "seconds"),
+    "orphan_grace_seconds": ("orphan_grace", "seconds"),
+    "lateness_alarm_threshold_ms": ("lateness_alarm_threshold", "millis"),
+}
+# The props that take a Duration (the local stack's JSON props give them as seconds or ISO-8601).
+DURATION_PROPS = ("window", "lead", "orphan_grace", "lateness_alarm_threshold", "delay_queue_age_alarm_threshold")
+# A brought table (``table=``) must have the key schema and stream view the functions read.
+TABLE_KEYS = (("pk", "HASH"), ("sk", "RANGE"))
+TABLE_STREAM_VIEW = dynamodb.StreamViewType.NEW_AND_OLD_IMAGES
 
 # Exactly the API calls each function makes (handlers + punctual/core store, arming, sending, queues).
 # poller: query_below/query_from, read_arm, claim/release/arm (UpdateItem), reject_row/delete (DeleteItem).
@@ -114,12 +143,18 @@ class Scheduler(Construct):
 
     :param partition_key_value: ``pk`` of every task row (cdk-scheduler's ``partitionKeyValue``).
         Default: ``"scheduler"``.
-    :param window_seconds: one poll sends every task due within this many seconds of its start;
-        60..900 and >= ``lead_seconds + 60``. Default: 900 (the SQS DelaySeconds maximum).
-    :param lead_seconds: the rule is armed this long before the next unsent task is due (covers
-        EventBridge firing anywhere in its minute and the Lambda start). Default: 120.
-    :param orphan_grace_seconds: a sent row still present this long after it should have been
-        delivered is sent again. Default: 300.
+    :param window: one poll sends every task due within this long of its start; whole seconds,
+        60 s..15 min and >= ``lead`` + 60 s. Default: 15 minutes (the SQS DelaySeconds maximum).
+    :param lead: the rule is armed this long before the next unsent task is due (covers
+        EventBridge firing anywhere in its minute and the Lambda start). Default: 2 minutes.
+    :param orphan_grace: a sent row still present this long after it should have been
+        delivered is sent again; more than the delay queue's visibility timeout (3 min).
+        Default: 5 minutes.
+    :param table: bring an existing table instead of creating one (e.g. a cdk-scheduler user's,
+        rows and all): ``pk``/``sk`` string keys and a ``NEW_AND_OLD_IMAGES`` stream (an imported
+        table: ``Table.from_table_attributes(..., table_stream_arn=...)``). Punctual then sets none
+        of its properties (removal policy, encryption, point-in-time recovery are the owner's).
+        Default: a new table (on-demand, stream, point-in-time recovery).
     :param delivery_queue: the public queue events are delivered to. Default: a new standard
         queue (SSE, enforce SSL, visibility 5 min, retention 14 days) with a dead-letter queue
         after 5 receives.
@@ -130,8 +165,14 @@ class Scheduler(Construct):
     :param log_retention: retention of the functions' log groups. Default: one month.
     :param alarms: create CloudWatch alarms (DLQ depth, function errors, lateness p99, rejected rows;
         no actions: add them via :attr:`alarms`). Default: True.
-    :param lateness_alarm_threshold_ms: p99 delivery lateness that raises the lateness alarm.
-        Default: 1000.
+    :param lateness_alarm_threshold: p99 delivery lateness that raises the lateness alarm.
+        Default: 1 second.
+    :param delay_queue_age_alarm_threshold: age of the delay queue's oldest message that raises
+        the delay-queue alarm (a consumer that is failing or not receiving); more than ``window``
+        + the queue's visibility timeout, as pointers wait there up to ``window`` by design.
+        Default: 20 minutes.
+    :param dashboard: create a CloudWatch dashboard of this scheduler (lateness, deliveries, the
+        delay queue, dead letters and rejected rows, the functions, the alarms). Default: False.
     :param architecture: Lambda architecture (the bundled wheels follow it). Default: ARM_64.
     :param runtime: Lambda Python runtime (3.12+; the bundled wheels follow it). Default: PYTHON_3_13.
     :param poller_reserved_concurrency: reserved concurrency of the poller, or None for none.
@@ -148,6 +189,10 @@ class Scheduler(Construct):
         (functions' ``PUNCTUAL_INSTANCE_NAME``), so that schedulers sharing an account and namespace
         keep their metrics and alarms apart. Default: a stable name unique to this construct
         (``Names.unique_resource_name``, its path in the app; it changes if the construct moves).
+    :param window_seconds: deprecated alias of ``window`` (an int of seconds).
+    :param lead_seconds: deprecated alias of ``lead``.
+    :param orphan_grace_seconds: deprecated alias of ``orphan_grace``.
+    :param lateness_alarm_threshold_ms: deprecated alias of ``lateness_alarm_threshold`` (an int of ms).
     :param resync_on_deploy: invoke the poller once after a deployment that creates or changes the
         rule (CloudFormation puts it back DISABLED; the poll re-arms it from the meta row). Adds
         an ``AwsCustomResource`` (a Node.js function run at deploy time only). Default: True.
@@ -159,15 +204,18 @@ class Scheduler(Construct):
         id: str,
         *,
         partition_key_value: str = "scheduler",
-        window_seconds: int = 900,
-        lead_seconds: int = 120,
-        orphan_grace_seconds: int = 300,
+        window: Duration | None = None,
+        lead: Duration | None = None,
+        orphan_grace: Duration | None = None,
+        table: dynamodb.ITable | None = None,
         delivery_queue: sqs.IQueue | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         encryption_key: kms.IKey | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         alarms: bool = True,
-        lateness_alarm_threshold_ms: int = 1000,
+        lateness_alarm_threshold: Duration | None = None,
+        delay_queue_age_alarm_threshold: Duration | None = None,
+        dashboard: bool = False,
         architecture: lambda_.Architecture = lambda_.Architecture.ARM_64,
         runtime: lambda_.Runtime = lambda_.Runtime.PYTHON_3_13,
         poller_reserved_concurrency: int | None = None,
@@ -177,8 +225,29 @@ class Scheduler(Construct):
         metrics_namespace: str = "Punctual",
         instance_name: str | None = None,
         resync_on_deploy: bool = True,
+        window_seconds: int | None = None,
+        lead_seconds: int | None = None,
+        orphan_grace_seconds: int | None = None,
+        lateness_alarm_threshold_ms: int | None = None,
     ) -> None:
         super().__init__(scope, id)
+        aliases = {"window_seconds": window_seconds, "lead_seconds": lead_seconds,
+                   "orphan_grace_seconds": orphan_grace_seconds,
+                   "lateness_alarm_threshold_ms": lateness_alarm_threshold_ms}
+        given = {"window": window, "lead": lead, "orphan_grace": orphan_grace,
+                 "lateness_alarm_threshold": lateness_alarm_threshold}
+        durations = self._durations(given, aliases)
+        window_seconds = self._whole_seconds("window", durations["window"])
+        lead_seconds = self._whole_seconds("lead", durations["lead"])
+        orphan_grace_seconds = self._whole_seconds("orphan_grace", durations["orphan_grace"])
+        lateness_threshold_ms = durations["lateness_alarm_threshold"].to_milliseconds()
+        delay_age_threshold = delay_queue_age_alarm_threshold or DEFAULT_DELAY_QUEUE_AGE_ALARM_THRESHOLD
+        if delay_age_threshold.to_seconds(integral=False) <= window_seconds + DELAY_QUEUE_VISIBILITY.to_seconds():
+            raise ValueError(
+                f"delay_queue_age_alarm_threshold ({delay_age_threshold.to_human_string()}) must exceed the "
+                f"window ({window_seconds} s) + the delay queue's visibility timeout "
+                f"({DELAY_QUEUE_VISIBILITY.to_seconds()} s): pointers wait up to the window by design"
+            )
         if instance_name is None:
             instance_name = Names.unique_resource_name(self, max_length=64, separator="-")
         if not (instance_name.strip() and instance_name.isascii() and instance_name.isprintable()
@@ -203,7 +272,7 @@ class Scheduler(Construct):
         )
         if orphan_grace_seconds <= DELAY_QUEUE_VISIBILITY.to_seconds():
             raise ValueError(
-                f"orphan_grace_seconds ({orphan_grace_seconds}) must exceed the delay queue's visibility "
+                f"orphan_grace ({orphan_grace_seconds} s) must exceed the delay queue's visibility "
                 f"timeout ({DELAY_QUEUE_VISIBILITY.to_seconds()} s): a message being retried would be "
                 "taken for lost and resent"
             )
@@ -214,7 +283,7 @@ class Scheduler(Construct):
         stack = Stack.of(self)
 
         # ---- table -------------------------------------------------------------------------
-        self.table = dynamodb.Table(
+        self.table: dynamodb.ITable = self._check_table(table) if table is not None else dynamodb.Table(
             self,
             "Table",
             partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
@@ -418,11 +487,16 @@ class Scheduler(Construct):
         delivery_key = self.delivery_queue.encryption_master_key
         if delivery_key is not None and delivery_key is not encryption_key:
             delivery_key.grant_encrypt_decrypt(self.consumer_function)
+        table_key = self.table.encryption_key  # a brought table's own key
+        if table_key is not None and table_key is not encryption_key:
+            for fn in (self.poller_function, self.consumer_function, self.editor_function):
+                table_key.grant_encrypt_decrypt(fn)
 
         # ---- observability ---------------------------------------------------------------------
         self.alarms: list[cloudwatch.Alarm] = []
         if alarms:
-            self._create_alarms(lateness_alarm_threshold_ms)
+            self._create_alarms(lateness_threshold_ms, delay_age_threshold)
+        self.dashboard: cloudwatch.Dashboard | None = self._create_dashboard() if dashboard else None
 
         # ---- deployments that reset the rule ----------------------------------------------------
         # CloudFormation creates the rule, and re-puts it on any change to its properties, with
@@ -475,9 +549,71 @@ class Scheduler(Construct):
         resync.node.add_dependency(self.rule, self.poller_function)
         return resync
 
+    # ---- props ------------------------------------------------------------------------------------
+    def _durations(self, given: dict[str, Duration | None], aliases: dict[str, int | None]) -> dict[str, Duration]:
+        """Each Duration prop from itself, else from its deprecated int alias (with a deprecation
+        warning on this construct), else its default; both given is an error."""
+        defaults = {"window": Duration.seconds(DEFAULTS.window_seconds), "lead": Duration.seconds(DEFAULTS.lead_seconds),
+                    "orphan_grace": Duration.seconds(DEFAULTS.orphan_grace_seconds),
+                    "lateness_alarm_threshold": DEFAULT_LATENESS_ALARM_THRESHOLD}
+        out = {name: value for name, value in given.items() if value is not None}
+        for alias, value in aliases.items():
+            if value is None:
+                continue
+            name, unit = DEPRECATED_INT_PROPS[alias]
+            if name in out:
+                raise ValueError(f"give {name} or its deprecated alias {alias}, not both")
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{alias} must be a number, got {value!r} (better: {name}=Duration...)")
+            if value < 0:
+                raise ValueError(f"{alias} must not be negative, got {value}")
+            Annotations.of(self).add_deprecation(f"punctual.cdk.Scheduler#{alias}",
+                                                 f"use {name}=Duration.{unit}({value})")
+            out[name] = getattr(Duration, unit)(value)
+        return {name: out.get(name, default) for name, default in defaults.items()}
+
+    @staticmethod
+    def _whole_seconds(name: str, duration: Duration) -> int:
+        seconds = duration.to_seconds(integral=False)
+        if Token.is_unresolved(seconds) or seconds != int(seconds):
+            raise ValueError(f"{name} must be a whole number of seconds, got {duration.to_human_string()}")
+        return int(seconds)
+
+    def _check_table(self, table: dynamodb.ITable) -> dynamodb.ITable:
+        """A brought table must carry what the functions read: ``pk``/``sk`` string keys and a stream
+        with new and old images (the editor tells a released claim from a new row by the old image).
+        Checked when the table is defined in this app; an imported one is taken on trust (a warning)."""
+        if table.table_stream_arn is None:
+            raise ValueError(
+                "table= needs a DynamoDB stream (view NEW_AND_OLD_IMAGES): create it with "
+                "stream=StreamViewType.NEW_AND_OLD_IMAGES, or import it with "
+                "Table.from_table_attributes(..., table_stream_arn=...)"
+            )
+        cfn = table.node.default_child
+        if not isinstance(cfn, dynamodb.CfnTable):
+            Annotations.of(self).add_warning_v2(
+                "punctual:table-unchecked",
+                "the brought table's keys and stream view cannot be read here: it must have keys pk (S, hash) "
+                "and sk (S, range) and a NEW_AND_OLD_IMAGES stream",
+            )
+            return table
+        stack = Stack.of(self)
+        # resolved to CloudFormation's shape: [{"attributeName", "keyType"}], {"streamViewType"}
+        keys = tuple((k["attributeName"], k["keyType"]) for k in stack.resolve(cfn.key_schema))
+        types = {a["attributeName"]: a["attributeType"] for a in stack.resolve(cfn.attribute_definitions) or []}
+        view = (stack.resolve(cfn.stream_specification) or {}).get("streamViewType")
+        if keys != TABLE_KEYS or any(types.get(name) != "S" for name, _ in TABLE_KEYS):
+            raise ValueError(f"table= must have keys pk (string, hash) and sk (string, range), got {keys} {types}")
+        if view != TABLE_STREAM_VIEW.value:
+            raise ValueError(
+                f"table= must have a {TABLE_STREAM_VIEW.value} stream, got {view}: the editor tells a released "
+                "claim from a new row by the old image (cdk-scheduler creates NEW_IMAGE; docs/migrating.md)"
+            )
+        return table
+
     # ---- cdk-scheduler compatible aliases --------------------------------------------------------
     @property
-    def scheduler_table(self) -> dynamodb.Table:
+    def scheduler_table(self) -> dynamodb.ITable:
         """Alias of :attr:`table` (cdk-scheduler's name)."""
         return self.table
 
@@ -544,6 +680,11 @@ class Scheduler(Construct):
         """Rows rejected as malformed or undeliverable (sum by default), emitted by every function."""
         return self.metric(REJECTED_ROWS, period=period or METRIC_PERIOD, **options)
 
+    def metric_delay_queue_age(self, *, period: Duration | None = None) -> cloudwatch.Metric:
+        """Age in seconds of the delay queue's oldest message (maximum over 5 minutes by default)."""
+        return self.delay_queue.metric_approximate_age_of_oldest_message(statistic="Maximum",
+                                                                         period=period or METRIC_PERIOD)
+
     def metric_dead_letters(self, *, period: Duration | None = None) -> cloudwatch.IMetric:
         """Messages visible in all of this construct's dead-letter queues (sum of their maxima)."""
         period = period or METRIC_PERIOD
@@ -560,7 +701,7 @@ class Scheduler(Construct):
     def _allow(fn: lambda_.Function, actions: Sequence[str], resources: Sequence[str]) -> None:
         fn.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=list(resources)))
 
-    def _create_alarms(self, lateness_threshold_ms: int) -> None:
+    def _create_alarms(self, lateness_threshold_ms: float, delay_age_threshold: Duration) -> None:
         def alarm(cid: str, metric: cloudwatch.IMetric, threshold: float, description: str) -> None:
             self.alarms.append(
                 cloudwatch.Alarm(
@@ -585,6 +726,41 @@ class Scheduler(Construct):
               f"{name}: p99 delivery lateness >= {lateness_threshold_ms} ms")
         alarm("RejectedRowsAlarm", self.metric_rejected_rows(), 1,
               f"{name}: rows rejected (see the rejected-rows queue for the reason and the row)")
+        age_s = delay_age_threshold.to_seconds(integral=False)
+        alarm("DelayQueueAgeAlarm", self.metric_delay_queue_age(), age_s,
+              f"{name}: a pointer has been in the delay queue >= {age_s:g} s (pointers wait up to the window, "
+              "then are received at once: the consumer is failing or not receiving)")
+
+    def _create_dashboard(self) -> cloudwatch.Dashboard:
+        """One dashboard of this scheduler: what a task goes through, then what failed."""
+        def graph(title: str, *metrics: cloudwatch.IMetric, width: int = 8) -> cloudwatch.GraphWidget:
+            return cloudwatch.GraphWidget(title=title, left=list(metrics), width=width, height=6)
+
+        def queue_depth(q: sqs.IQueue) -> list[cloudwatch.IMetric]:
+            return [q.metric_approximate_number_of_messages_visible(statistic="Maximum", period=METRIC_PERIOD),
+                    q.metric_approximate_number_of_messages_delayed(statistic="Maximum", period=METRIC_PERIOD),
+                    q.metric_approximate_number_of_messages_not_visible(statistic="Maximum", period=METRIC_PERIOD)]
+
+        dash = cloudwatch.Dashboard(self, "Dashboard")
+        dash.add_widgets(
+            graph("Lateness (ms)", *(self.metric_lateness(statistic=st, label=st) for st in ("p50", "p99", "Maximum"))),
+            graph("Tasks", *(self.metric(n, label=n) for n in (DELIVERED, DROPPED, PUT_BACK, ORPHANS_DEFERRED))),
+            graph("Failures", self.metric_dead_letters(), self.metric_rejected_rows(label=REJECTED_ROWS),
+                  self.metric(POISON_MESSAGES, label=POISON_MESSAGES)),
+        )
+        dash.add_widgets(
+            graph("Delay queue (messages)", *queue_depth(self.delay_queue), width=12),
+            graph("Delay queue: oldest message (s)", self.metric_delay_queue_age(), width=12),
+        )
+        dash.add_widgets(*(
+            graph(f"{fn.node.id}", fn.metric_invocations(period=METRIC_PERIOD), fn.metric_errors(period=METRIC_PERIOD),
+                  fn.metric_throttles(period=METRIC_PERIOD),
+                  fn.metric_duration(statistic="p99", period=METRIC_PERIOD))
+            for fn in self.functions
+        ))
+        if self.alarms:
+            dash.add_widgets(cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms), width=24))
+        return dash
 
     def _acknowledge_nag_findings(self) -> None:
         """cdk-nag (AwsSolutions) findings inherent to the design, acknowledged where they arise.

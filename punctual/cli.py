@@ -381,7 +381,7 @@ def _parse_props(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs or []:
         k, sep, v = pair.partition("=")
         if not sep or not k.isidentifier():
-            raise CliError(f"bad --prop {pair!r}: use NAME=VALUE (VALUE as JSON, e.g. window_seconds=300)")
+            raise CliError(f"bad --prop {pair!r}: use NAME=VALUE (VALUE as JSON, e.g. window=300)")
         try:
             out[k] = json.loads(v)
         except ValueError:
@@ -546,7 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "minute, as EventBridge may")
     up.add_argument("--prop", action="append", metavar="NAME=VALUE",
                     help="a Scheduler construct prop for the synthesis, VALUE as JSON (repeatable), "
-                         "e.g. --prop window_seconds=300")
+                         "e.g. --prop window=300 (a Duration prop: seconds or ISO-8601 such as PT5M)")
     up.add_argument("--env", action="append", metavar="NAME=VALUE",
                     help="override a function environment variable of the template (repeatable)")
     down = lsub.add_parser("down", parents=[common], help="stop the stack started by `local up`")

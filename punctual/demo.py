@@ -5,7 +5,7 @@ cdk-scheduler format and client calls; due 1-90 s ahead, one past due, cancelled
 rescheduled ones, malformed rows), shows deliveries as they happen, and ends with a table.
 Exit 0 only if nothing was early or lost (and no cancelled task was delivered).
 
-The demo synthesizes the construct with ``window_seconds=70, lead_seconds=10`` (printed at
+The demo synthesizes the construct with ``window=70 s, lead=10 s`` (printed at
 start): with the default 15-minute window every task of a 90-second demo would take the
 editor's fast path, and the rule and the poller would never be seen.
 """
@@ -25,7 +25,7 @@ from typing import Any
 from punctual.core.clock import SystemClock, iso_ms
 from punctual.core.keys import encode_sk
 
-DEMO_PROPS = {"window_seconds": 70, "lead_seconds": 10}
+DEMO_PROPS = {"window": 70, "lead": 10}  # seconds (punctual.local.template.construct_kwargs)
 GRACE_MS = 6_000  # how late a delivery may come before the demo calls it lost
 TARGET_S = 118  # the whole demo, set-up included
 MIN_HORIZON_S = 75  # keeps tasks beyond the 70 s window (the rule and poller path)

@@ -59,6 +59,23 @@ def _sources_key(props: dict[str, Any]) -> str:
     return h.hexdigest()[:16]
 
 
+def construct_kwargs(props: dict[str, Any]) -> dict[str, Any]:
+    """The construct's keyword arguments from JSON props: a Duration prop is given as a number of
+    seconds (``{"window": 300}``) or an ISO-8601 duration (``{"window": "PT5M"}``)."""
+    from aws_cdk import Duration
+
+    from punctual.cdk.construct import DURATION_PROPS
+
+    def value(name: str, v: Any) -> Any:
+        if name not in DURATION_PROPS:
+            return v
+        if isinstance(v, bool) or not isinstance(v, int | float | str):
+            raise ValueError(f"{name}: a number of seconds or an ISO-8601 duration (PT5M), got {v!r}")
+        return Duration.parse(v) if isinstance(v, str) else Duration.seconds(v)
+
+    return {name: value(name, v) for name, v in props.items()}
+
+
 def synthesize_in_process(props: dict[str, Any] | None = None) -> dict[str, Any]:
     """Synthesize the construct in a bare stack and return its template (imports aws_cdk)."""
     os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
@@ -69,7 +86,7 @@ def synthesize_in_process(props: dict[str, Any] | None = None) -> dict[str, Any]
     with tempfile.TemporaryDirectory(prefix="punctual-synth-") as outdir:
         app = cdk.App(outdir=outdir, context={"aws:cdk:bundling-stacks": []})
         stack = cdk.Stack(app, STACK_NAME)
-        Scheduler(stack, CONSTRUCT_ID, **(props or {}))
+        Scheduler(stack, CONSTRUCT_ID, **construct_kwargs(props or {}))
         return app.synth().get_stack_by_name(STACK_NAME).template
 
 

@@ -523,3 +523,23 @@ def test_the_poll_a_deployment_triggers_re_arms_a_rule_cloudformation_reset(stac
     frozen.tick(60)
     poll(stack.deps)  # the deploy-time invocation (the handler ignores its event)
     assert rule_state(stack) == ("ENABLED", armed)
+
+
+def test_a_brought_table_with_rows_is_served_by_the_deployments_first_poll(stack, frozen):
+    """table=: a cdk-scheduler user's table already holds rows (no meta row, no stream record ever
+    seen by the editor). The poll the deployment triggers sends every row due in its window, past
+    due ones included, and arms the rule for the first row beyond it."""
+    rows = {sk(-365 * 86_400 * S, "a-year-late"): 0, sk(-1, "just-due"): 0, sk(10 * MIN, "in-10-min"): 599}  # wakes <= 1 s early
+    for key in rows:
+        stack.put_raw(key, {"legacy": key})
+    stack.put_raw(sk(3 * 86_400 * S, "in-3-days"), {"legacy": "later"})
+    assert rule_state(stack) == ("DISABLED", None)  # as CloudFormation created it
+    log = SentLog(stack.sqs)
+
+    report = poll(stack.deps)  # the resync invocation
+
+    assert log.delays() == rows
+    assert report.sent == 3 and report.rejected == 0
+    # the next poll: the orphan check of the window's last row (10:00 + 5:00) comes before the
+    # row in 3 days (its minute minus the 2 min lead)
+    assert rule_state(stack) == ("ENABLED", T0_MS + 15 * MIN)

@@ -3,7 +3,8 @@
 - ``demo``: the cdk.json app (Scheduler with defaults + example consumer + producer role),
   with cdk-nag's AwsSolutions plugin registered: the synth itself fails on any finding.
 - ``custom``: every non-default prop (existing delivery queue, KMS key, x86_64, no alarms,
-  poller reserved concurrency 2, other partition and window, instance name) plus a grant_consume.
+  poller reserved concurrency 2, other partition and window (Duration props), instance name,
+  a dashboard) plus a grant_consume.
 
 Both skip asset bundling (context ``aws:cdk:bundling-stacks`` = []) and CDK's built-in
 CloudFormation validation (~10 s per synth; cfn-lint runs on the templates instead).
@@ -59,7 +60,7 @@ def demo(tmp_path_factory) -> Synth:
 
 @pytest.fixture(scope="session")
 def custom(tmp_path_factory) -> Synth:
-    from aws_cdk import App, RemovalPolicy, Stack
+    from aws_cdk import App, Duration, RemovalPolicy, Stack
     from aws_cdk import aws_iam as iam
     from aws_cdk import aws_kms as kms
     from aws_cdk import aws_lambda as lambda_
@@ -82,9 +83,9 @@ def custom(tmp_path_factory) -> Synth:
         stack,
         "Jobs",
         partition_key_value="jobs",
-        window_seconds=600,
-        lead_seconds=60,
-        orphan_grace_seconds=240,
+        window=Duration.minutes(10),
+        lead=Duration.seconds(60),
+        orphan_grace=Duration.minutes(4),
         delivery_queue=existing,
         removal_policy=RemovalPolicy.DESTROY,
         encryption_key=key,
@@ -93,6 +94,7 @@ def custom(tmp_path_factory) -> Synth:
         poller_reserved_concurrency=2,
         consumer_max_concurrency=20,
         instance_name="jobs-prod",
+        dashboard=True,
     )
     worker = iam.Role(stack, "Worker", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
     grant = scheduler.grant_consume(worker)

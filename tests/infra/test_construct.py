@@ -484,7 +484,7 @@ def test_poller_async_failures_go_to_a_queue_that_raises_the_dead_letters_alarm(
 
 def test_alarms(demo, custom):
     alarms = demo.resources("AWS::CloudWatch::Alarm")
-    assert len(alarms) == len(demo.scheduler.alarms) == 6
+    assert len(alarms) == len(demo.scheduler.alarms) == 7
     by_metric = {a["Properties"].get("MetricName"): a["Properties"] for a in alarms.values()}
     assert by_metric[LATENESS_MS]["ExtendedStatistic"] == "p99"
     assert by_metric[LATENESS_MS]["Namespace"] == "Punctual"
@@ -497,6 +497,10 @@ def test_alarms(demo, custom):
     assert len(errors) == 3
     dlq = [a for a in alarms.values() if "Metrics" in a["Properties"]]
     assert len(dlq) == 1
+    age = by_metric["ApproximateAgeOfOldestMessage"]
+    assert (age["Statistic"], age["Threshold"]) == ("Maximum", 1200)  # 20 min: > window 900 s + visibility 180 s
+    assert age["Dimensions"] == [{"Name": "QueueName",
+                                  "Value": {"Fn::GetAtt": [demo.logical_id(demo.scheduler.delay_queue), "QueueName"]}}]
     custom.template.resource_count_is("AWS::CloudWatch::Alarm", 0)
     demo.template.has_resource_properties("AWS::CloudWatch::Alarm", {"AlarmActions": Match.absent()})
 
