@@ -26,12 +26,12 @@ os.environ.pop("AWS_PROFILE", None)
 
 from moto import mock_aws  # noqa: E402
 
-from functions.poller.handler import poll  # noqa: E402
 from punctual.core import observability as obs  # noqa: E402
 from punctual.core.clock import ManualClock  # noqa: E402
 from punctual.core.config import Settings  # noqa: E402
 from punctual.core.cron import MINUTE_MS, parse_one_shot_cron  # noqa: E402
 from punctual.core.keys import encode_sk, window_upper_key  # noqa: E402
+from punctual.core.usecases.poll import poll  # noqa: E402
 from tests.faults import Faults  # noqa: E402
 from tests.support import T0_MS, make_stack  # noqa: E402
 

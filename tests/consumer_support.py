@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from punctual.functions.consumer.handler import consume
-
 from punctual.core.keys import encode_sk
 from punctual.core.models import DelayMessage
+from punctual.core.usecases.consume import consume
 from punctual.lambda_events import sqs_record
 from tests.support import REGION, Stack
 

@@ -46,12 +46,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from moto.core import DEFAULT_ACCOUNT_ID
-from punctual.functions.consumer.handler import consume
-from punctual.functions.editor.handler import process_stream
-from punctual.functions.poller.handler import poll
 
 from punctual.core.cron import MINUTE_MS, parse_one_shot_cron
 from punctual.core.runtime import Deps
+from punctual.core.usecases.consume import consume
+from punctual.core.usecases.poll import poll
+from punctual.core.usecases.process_stream import process_stream
 from tests.consumer_support import ack, queue_arn, to_lambda_record
 from tests.faults import InjectedCrash
 from tests.support import REGION, Stack, StreamReader, client

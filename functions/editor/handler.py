@@ -1,130 +1,18 @@
-"""Editor: the table's stream -> fast path, validation and race-free re-arming.
+"""Editor Lambda: a stream batch -> process it -> the batch item failures.
 
-For every batch of stream records:
-
-1. classify each record (``punctual.core.stream``): ignore / reject / send now / arm later;
-2. reject malformed rows visibly (rejected-rows queue, log, metric) and go on;
-3. claim and send rows due within the window (or past due) right away;
-4. arm the rule once for the earliest minute any valid row of the batch needs
-   (``arm_no_later_than`` always bumps the meta version, so a concurrent poll
-   re-plans), then ``sync_rule``.
-
-A failure of AWS for one record puts that record in ``batchItemFailures`` (Lambda
-retries from the lowest one); a record that is itself the problem is rejected, never
-raised, so it cannot block the shard.
+The algorithm is the use case :mod:`punctual.core.usecases.process_stream`; the mechanisms and the
+invariants they keep are in docs/architecture.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.core import observability as obs
-from punctual.core.arming import arm_is_current, arm_no_later_than, read_arm, rule_matches, sync_rule
-from punctual.core.models import RowRejected, task_from_item
-from punctual.core.runtime import Deps, default_deps
-from punctual.core.sending import claim_and_send
-from punctual.core.store import get_row, reject_row
-from punctual.core.stream import Action, BatchPlan, Classified, plan_batch
+from punctual.core.runtime import default_deps
+from punctual.core.usecases.process_stream import process_stream
 
-SOURCE = "editor"
-
-
-@dataclass
-class EditorReport:
-    ignored: int = 0
-    rejected: int = 0
-    sent: int = 0
-    skipped: int = 0
-    armed_ms: int | None = None
-    failures: list[str] = field(default_factory=list)
-
-    def response(self) -> dict[str, Any]:
-        seen: set[str] = set()
-        ordered = [s for s in self.failures if not (s in seen or seen.add(s))]
-        return {"batchItemFailures": [{"itemIdentifier": s} for s in ordered]}
-
-
-def _fail(report: EditorReport, c: Classified, exc: BaseException, step: str) -> None:
-    obs.log("ERROR", "stream record failed; Lambda will retry it", step=step, sequence_number=c.sequence_number,
-            error=f"{type(exc).__name__}: {str(exc)[:300]}")
-    if c.sequence_number is not None:
-        report.failures.append(c.sequence_number)
-
-
-def _reject(deps: Deps, c: Classified, report: EditorReport) -> None:
-    """Reject the row as it is NOW: a later write may have fixed or removed it."""
-    s, item = deps.settings, c.item or {}
-    pk, sk = item.get("pk", {}).get("S"), item.get("sk", {}).get("S")
-    exc = c.rejection or RowRejected("malformed", "unreadable row")
-    if isinstance(pk, str) and isinstance(sk, str):
-        current = get_row(deps.ddb, s, deps.clock, pk, sk)
-        if current is None:
-            report.ignored += 1
-            return
-        try:
-            task_from_item(current, s.partition_key_value)
-        except RowRejected as now_exc:
-            item, exc = current, now_exc
-        else:
-            report.ignored += 1  # fixed since: its own MODIFY record takes it from here
-            return
-    reject_row(deps.ddb, deps.sqs, s, deps.clock, item, exc, SOURCE)
-    report.rejected += 1
-
-
-def process_plan(deps: Deps, plan: BatchPlan) -> EditorReport:
-    s, clock = deps.settings, deps.clock
-    report = EditorReport()
-    for c in plan.records:
-        if c.action is Action.IGNORE:
-            report.ignored += 1
-        elif c.action is Action.REJECT:
-            try:
-                _reject(deps, c, report)
-            except Exception as exc:
-                _fail(report, c, exc, "reject")
-
-    sends = plan.of(Action.SEND_NOW)
-    if sends:
-        try:
-            result = claim_and_send(deps.ddb, deps.sqs, s, clock, plan.send_now)
-            report.sent, report.skipped = len(result.sent), len(result.skipped)
-            failed = {t.sk for t in result.failed}
-            for c in sends:
-                if c.task is not None and c.task.sk in failed:
-                    _fail(report, c, RuntimeError("send failed; claim released"), "send")
-        except Exception as exc:
-            for c in sends:
-                _fail(report, c, exc, "send")
-
-    if plan.arm_minute_ms is not None:
-        now = clock.now_ms()
-        try:
-            # Usually a poll is already armed early enough: one read (and a free
-            # DescribeRule) instead of a write, a read and a PutRule (invariant 7).
-            state = read_arm(deps.ddb, s, clock)
-            stale_ms = s.stale_arm_seconds * 1000
-            if not (arm_is_current(state, plan.arm_minute_ms, now, stale_ms)
-                    and rule_matches(deps.events, s, clock, state)):
-                armed = arm_no_later_than(deps.ddb, s, clock, plan.arm_minute_ms, replace_before_ms=now - stale_ms)
-                state = sync_rule(deps.ddb, deps.events, s, clock, armed)
-            report.armed_ms = state.armed_ms
-        except Exception as exc:
-            for c in plan.arming_records:
-                _fail(report, c, exc, "arm")
-    return report
-
-
-def process_stream(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
-    """Handle one batch of DynamoDB stream records; returns the partial-failure response."""
-    records = (event.get("Records") or []) if isinstance(event, dict) else []
-    plan = plan_batch(records, deps.settings, deps.clock.now_ms())
-    report = process_plan(deps, plan)
-    obs.log("INFO", "stream batch done", records=len(plan.records), ignored=report.ignored,
-            rejected=report.rejected, sent=report.sent, skipped=report.skipped, armed_ms=report.armed_ms,
-            failures=len(report.failures))
-    return report.response()
+__all__ = ["handler", "process_stream"]
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -440,7 +440,7 @@ class PunctualSim:
         self._invoke_poller(self.engine.now, attempt=0)
 
     def _invoke_poller(self, t: int, attempt: int) -> None:
-        from punctual.functions.poller.handler import poll
+        from punctual.core.usecases.poll import poll
 
         def done(proc: Process) -> None:
             if proc.error is not None and attempt < len(self.m.async_retry_delays_ms):
@@ -522,7 +522,7 @@ class PunctualSim:
             "eventSource": "aws:sqs", "eventSourceARN": arn, "awsRegion": REGION,
         } for m in msgs]}
 
-        from punctual.functions.consumer.handler import consume
+        from punctual.core.usecases.consume import consume
 
         def done(proc: Process) -> None:
             self.esm_inflight -= 1
@@ -588,7 +588,7 @@ class PunctualSim:
         return bool(self.moto_table.stream_shard.items)
 
     def _invoke_editor(self, records: list[dict[str, Any]], attempt: int) -> None:
-        from punctual.functions.editor.handler import process_stream
+        from punctual.core.usecases.process_stream import process_stream
 
         self.stream_busy = True
 

@@ -9,12 +9,13 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from punctual.functions.consumer.handler import consume, handler, queue_url_from_arn
+from punctual.functions.consumer.handler import handler
 
 from punctual.core import observability as obs
 from punctual.core.config import to_environment
 from punctual.core.models import event_id
 from punctual.core.runtime import reset_default_deps
+from punctual.core.usecases.consume import consume, queue_url_from_arn
 from tests.consumer_support import (
     VISIBILITY_TIMEOUT_S,
     delivered,
@@ -385,7 +386,7 @@ def test_failed_put_back_still_fails_the_item_and_never_delivers_early(stack, fr
 
 
 def test_unexpected_error_fails_only_its_group(stack, frozen, monkeypatch):
-    import punctual.functions.consumer.handler as h
+    import punctual.core.usecases.consume as h
 
     enqueue(stack, schedule(stack, T0_MS, "boom"), T0_MS, delay_seconds=0)
     enqueue(stack, schedule(stack, T0_MS + 1_000, "fine"), T0_MS + 1_000, delay_seconds=0)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from punctual.functions.poller.handler import poll
-
 from punctual.core.models import ATTR_ENQUEUED_MS
+from punctual.core.usecases.poll import poll
 from tests.consumer_support import delivered, receive_event, run_consumer, schedule
 from tests.support import T0_MS
 

@@ -6,14 +6,14 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from punctual.functions.editor.handler import process_stream
-from punctual.functions.poller.handler import poll
 
 from punctual.client import PunctualClient
 from punctual.core.arming import read_arm
 from punctual.core.config import META_PK
 from punctual.core.cron import minute_not_after, minute_not_before, one_shot_cron
 from punctual.core.models import ATTR_ENQUEUED_MS
+from punctual.core.usecases.poll import poll
+from punctual.core.usecases.process_stream import process_stream
 from tests.faults import Faults, InjectedCrash
 from tests.support import T0_MS, StreamReader
 

@@ -6,11 +6,11 @@ import dataclasses
 import json
 
 import pytest
-from punctual.functions.poller.handler import ARM_MARGIN_MS, poll
 
 from punctual.core.config import META_PK
 from punctual.core.cron import MINUTE_MS
 from punctual.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS
+from punctual.core.usecases.poll import ARM_MARGIN_MS, poll
 from tests.faults import Faults, InjectedCrash
 from tests.functional.helpers import (
     SentLog,

@@ -22,7 +22,7 @@ PLATFORM = {"logs:CreateLogStream", "logs:PutLogEvents",
 # paths the recording scenarios do not walk, each checked to exist in the code
 RARE = {"events:DisableRule": "punctual/core/arming.py",  # nothing pending any more
         "events:DescribeRule": "punctual/core/arming.py",  # editor: an arm already covers its rows
-        "sqs:ChangeMessageVisibility": "functions/consumer/handler.py"}  # a message visible far too early
+        "sqs:ChangeMessageVisibility": "punctual/core/usecases/consume.py"}  # a message visible far too early
 
 
 def iam_action(op: str) -> str:

@@ -18,7 +18,6 @@ calls, so the crash matrix and the property tests share one notion of "lost",
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections import defaultdict
 from collections.abc import Callable
@@ -39,24 +38,20 @@ ASYNC_RETRIES = 2
 ASYNC_RETRY_MS = 60_000
 
 
-def real(module: str, name: str) -> Callable[..., Any] | None:
-    """A handler entry point if it has landed on this branch, else None."""
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
+def consumer_entry() -> Callable[..., Any]:
+    from punctual.core.usecases.consume import consume
+
+    return consume
 
 
-def consumer_entry() -> Callable[..., Any] | None:
-    return real("punctual.functions.consumer.handler", "consume")
+def editor_entry() -> Callable[..., Any]:
+    from punctual.core.usecases.process_stream import process_stream
 
-
-def editor_entry() -> Callable[..., Any] | None:
-    return real("punctual.functions.editor.handler", "process_stream")
+    return process_stream
 
 
 def poller_entry() -> Callable[..., Any]:
-    from punctual.functions.poller.handler import poll
+    from punctual.core.usecases.poll import poll
 
     return poll
 
@@ -128,63 +123,6 @@ class FakeStream:
         recs = self.aws.stream[self.pos:]
         self.pos = len(self.aws.stream)
         return recs
-
-
-# ------------------------------------------------------------------ stand-ins
-def standin_consumer(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
-    """The documented consumer protocol, used only until functions/consumer lands."""
-    from punctual.core.clock import sleep_until
-    from punctual.core.models import DelayMessage, DeliveredEvent, task_from_item
-    from punctual.core.store import delete_row, get_row
-
-    s, clock = deps.settings, deps.clock
-    for rec in event["Records"]:
-        msg = DelayMessage(**json.loads(rec["body"]))
-        sleep_until(clock, msg.due_ms)
-        item = get_row(deps.ddb, s, clock, msg.pk, msg.sk)
-        if item is None:
-            continue
-        task = task_from_item(item, s.partition_key_value)
-        ev = DeliveredEvent.for_task(task, clock.now_ms(), msg.attempt)
-        deps.sqs.send_message(QueueUrl=s.delivery_queue_url, MessageBody=ev.body())
-        delete_row(deps.ddb, s, clock, msg.pk, msg.sk)
-    return {"batchItemFailures": []}
-
-
-def standin_editor(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
-    """The documented editor protocol, used only until functions/editor lands."""
-    from punctual.core.arming import arm_no_later_than, sync_rule
-    from punctual.core.config import META_PK
-    from punctual.core.cron import minute_not_after, minute_not_before
-    from punctual.core.models import RowRejected, task_from_item
-    from punctual.core.planning import RowState, row_state
-    from punctual.core.sending import claim_and_send
-    from punctual.core.store import reject_row
-
-    s, clock = deps.settings, deps.clock
-    for rec in event["Records"]:
-        if rec["eventName"] == "REMOVE":
-            continue
-        item = rec["dynamodb"]["NewImage"]
-        pk = item.get("pk", {}).get("S")
-        if pk == META_PK or pk != s.partition_key_value:
-            continue
-        try:
-            task = task_from_item(item, s.partition_key_value)
-        except RowRejected as exc:
-            reject_row(deps.ddb, deps.sqs, s, clock, item, exc, "editor")
-            continue
-        now = clock.now_ms()
-        if row_state(task, now, s.orphan_grace_ms, s.max_attempts) is RowState.IN_FLIGHT:
-            continue
-        if task.due_ms <= now + s.window_ms:
-            claim_and_send(deps.ddb, deps.sqs, s, clock, [task])
-            minute = minute_not_before(max(task.due_ms, now) + s.orphan_grace_ms, now)
-        else:
-            minute = minute_not_after(task.due_ms - s.lead_ms, now)
-        arm_no_later_than(deps.ddb, s, clock, minute, replace_before_ms=now - s.stale_arm_seconds * 1000)
-        sync_rule(deps.ddb, deps.events, s, clock)
-    return {"batchItemFailures": []}
 
 
 # ------------------------------------------------------------------ the world
@@ -269,8 +207,8 @@ class World:
         self.deps, self.set_time, self.stream = deps, set_time, stream
         self.next_visible = next_visible
         self.fire_offset_ms, self.step_ms = fire_offset_ms, step_ms
-        self.consumer = consumer or consumer_entry() or standin_consumer
-        self.editor = editor or editor_entry() or standin_editor
+        self.consumer = consumer or consumer_entry()
+        self.editor = editor or editor_entry()
         self.poller = poller or poller_entry()
         self.on_invoke = on_invoke
         self.deliveries: list[Delivery] = []

@@ -10,17 +10,11 @@ from __future__ import annotations
 import pytest
 
 from tests.reliability.crashes import TARGETS, check, format_matrix, loss_matrix, matrix
-from tests.reliability.sim import consumer_entry, editor_entry
-
-
-def _which(target: str) -> str:
-    real = {"poller": True, "consumer": consumer_entry() is not None, "editor": editor_entry() is not None}[target]
-    return "real handler" if real else "STAND-IN (handler not merged yet)"
 
 
 def _run(target: str, backend: str) -> None:
     cases = matrix(target, backend, failures=True)
-    print(f"\n{target} ({_which(target)}, {backend}): {len(cases) - 1} crash / failure points")
+    print(f"\n{target} ({backend}): {len(cases) - 1} crash / failure points")
     print(format_matrix(cases))
     assert len(cases) > 4, "the clean run made almost no AWS calls: scenario broken"
     clean = cases[0]

@@ -70,9 +70,9 @@ def window_read(far_rows: int, window_rows: int = 20) -> dict[str, Any]:
     from moto import mock_aws
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
-    from punctual.functions.poller.handler import poll
 
     from punctual.core import observability as obs
+    from punctual.core.usecases.poll import poll
     from tests.support import FreezegunClock, make_stack
 
     obs.set_stream(open(os.devnull, "w"))  # noqa: SIM115

@@ -28,7 +28,7 @@ from punctual.core.models import ATTR_ENQUEUED_MS
 from punctual.core.runtime import Deps
 from tests.reliability.fakeaws import FakeAws
 from tests.reliability.interleave import Interleaver
-from tests.reliability.sim import FakeStream, World, editor_entry, poller_entry, standin_editor
+from tests.reliability.sim import FakeStream, World, editor_entry, poller_entry
 
 T0 = 1_798_761_600_000  # 2027-01-01T00:00:00Z
 DAY = 86_400_000
@@ -77,7 +77,7 @@ def make_ctx(start_ms: int) -> Ctx:
 
 
 def editor():
-    return editor_entry() or standin_editor
+    return editor_entry()
 
 
 def insert(ctx: Ctx, due_ms: int):

@@ -1,0 +1,207 @@
+"""Consumer: delay-queue batch -> wait to the exact ms -> verify the row -> deliver -> delete.
+
+For each record (a DelayMessage pointer to a row):
+1. poison (not a DelayMessage for our partition) -> batch item failure, logged (ends in the DLQ);
+2. due later than ``max_wait_ms`` -> ChangeMessageVisibility to its due time, batch item failure;
+3. otherwise, in due order, groups of records due together: wait to the last due ms,
+   read the rows (consistent), drop missing rows (cancelled or rescheduled), reject rows
+   that became invalid, re-check the clock, SendMessageBatch the delivered events, then
+   delete the delivered rows. A failed send keeps the row and fails the record.
+
+A crash anywhere loses nothing: the batch is redelivered after the visibility timeout and
+the row exists until after its event was sent (duplicates carry the same ``event_id``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from punctual.core import metrics_names as names
+from punctual.core import observability as obs
+from punctual.core.clock import sleep_until
+from punctual.core.delivery import (
+    Pending,
+    PoisonMessage,
+    message_id_of,
+    next_group,
+    not_yet_due,
+    parse_record,
+    plan_batch,
+)
+from punctual.core.models import DeliveredEvent, RowRejected, Task, delivery_body, task_from_item
+from punctual.core.queues import Outgoing, send_all
+from punctual.core.retry import call_with_retry
+from punctual.core.runtime import Deps
+from punctual.core.store import delete_row, get_rows, reject_row
+
+
+@dataclass
+class ConsumeReport:
+    failures: list[str] = field(default_factory=list)  # messageIds to redeliver
+    delivered: list[DeliveredEvent] = field(default_factory=list)
+    dropped: int = 0
+    rejected: int = 0
+    put_back: int = 0
+    poison: int = 0
+
+    def response(self) -> dict[str, Any]:
+        seen = dict.fromkeys(self.failures)
+        return {"batchItemFailures": [{"itemIdentifier": mid} for mid in seen]}
+
+
+def queue_url_from_arn(arn: str) -> str:
+    """``arn:aws:sqs:<region>:<account>:<name>`` -> the queue URL."""
+    parts = arn.split(":")
+    if len(parts) != 6 or parts[2] != "sqs":
+        return ""
+    return f"https://sqs.{parts[3]}.amazonaws.com/{parts[4]}/{parts[5]}"
+
+
+def _put_back(deps: Deps, queue_url: str, rec: Pending, seconds: int, report: ConsumeReport) -> None:
+    report.failures.append(rec.message_id)
+    report.put_back += 1
+    try:
+        call_with_retry(
+            lambda: deps.sqs.change_message_visibility(
+                QueueUrl=queue_url, ReceiptHandle=rec.receipt_handle, VisibilityTimeout=seconds
+            ),
+            deps.clock,
+        )
+    except Exception as exc:  # the message returns after the queue's visibility timeout instead
+        obs.log("WARN", "put back failed", message_id=rec.message_id, sk=rec.message.sk, error=str(exc)[:300])
+        return
+    obs.log("INFO", "put back", message_id=rec.message_id, sk=rec.message.sk, due_ms=rec.due_ms,
+            visibility_seconds=seconds)
+
+
+def _verify(deps: Deps, group: list[Pending], report: ConsumeReport) -> list[tuple[Pending, Task]]:
+    """Read the rows of ``group``; return what to deliver, resolving the rest."""
+    s, clock = deps.settings, deps.clock
+    try:
+        rows = get_rows(deps.ddb, s, clock, [rec.key for rec in group])
+    except Exception as exc:
+        obs.log("ERROR", "row read failed", error=str(exc)[:300], sks=[rec.message.sk for rec in group])
+        report.failures += [rec.message_id for rec in group]
+        return []
+    out: list[tuple[Pending, Task]] = []
+    taken: dict[tuple[str, str], Pending] = {}
+    for rec in group:
+        first = taken.get(rec.key)
+        if first is not None:
+            # Two pointers to one row in this batch (an orphan resend): one delivery serves both.
+            obs.log("INFO", "duplicate in batch", message_id=rec.message_id, same_as=first.message_id,
+                    sk=rec.message.sk)
+            continue
+        taken[rec.key] = rec
+        item = rows.get(rec.key)
+        if item is None:
+            report.dropped += 1
+            obs.log("INFO", "dropped", reason="row missing: cancelled, rescheduled or already delivered",
+                    message_id=rec.message_id, sk=rec.message.sk, due_ms=rec.due_ms)
+            continue
+        try:
+            out.append((rec, task_from_item(item, s.partition_key_value, s.event_format)))
+        except RowRejected as exc:
+            try:
+                reject_row(deps.ddb, deps.sqs, s, clock, item, exc, "consumer")
+                report.rejected += 1
+            except Exception as err:
+                obs.log("ERROR", "reject failed", message_id=rec.message_id, sk=rec.message.sk, error=str(err)[:300])
+                report.failures.append(rec.message_id)
+    return out
+
+
+def _deliver(deps: Deps, todo: list[tuple[Pending, Task]], report: ConsumeReport) -> None:
+    s, clock = deps.settings, deps.clock
+    if not todo:
+        return
+    # Never early: re-check the clock right before sending (a wall clock may step back).
+    now = clock.now_ms()
+    if not_yet_due([task.due_ms for _, task in todo], now):
+        sleep_until(clock, max(task.due_ms for _, task in todo))
+        now = clock.now_ms()
+    events = [DeliveredEvent.for_task(task, delivered_at_ms=now, attempt=rec.receive_count) for rec, task in todo]
+    failed = {f.ref: f for f in send_all(deps.sqs, s.delivery_queue_url,
+                                           [Outgoing(ref=i, body=delivery_body(ev, task, s.event_format))
+                                            for i, (ev, (_, task)) in enumerate(zip(events, todo, strict=True))], clock)}
+    for i, ((rec, task), ev) in enumerate(zip(todo, events, strict=True)):
+        failure = failed.get(i)
+        if failure is not None:
+            obs.log("ERROR", "delivery send failed; row kept", message_id=rec.message_id, sk=task.sk,
+                    code=failure.code, error=failure.message)
+            report.failures.append(rec.message_id)
+            continue
+        report.delivered.append(ev)
+        fields: dict[str, Any] = dict(
+            message_id=rec.message_id, event_id=ev.event_id, id=ev.id, key=ev.key, due=ev.due,
+            due_ms=ev.due_ms, delivered_at=ev.delivered_at, delivered_at_ms=ev.delivered_at_ms,
+            lateness_ms=ev.lateness_ms, attempt=ev.attempt, send_attempt=rec.message.attempt,
+        )
+        if s.log_payloads:
+            fields["payload"] = ev.payload
+        obs.log("INFO", "delivered", **fields)
+    for i, (rec, task) in enumerate(todo):
+        if i in failed:
+            continue
+        try:
+            delete_row(deps.ddb, s, clock, task.pk, task.sk)
+        except Exception as exc:
+            # Delivered but still scheduled: redeliver the pointer so the row is cleaned up
+            # (the duplicate carries the same event_id).
+            obs.log("ERROR", "delete after delivery failed", message_id=rec.message_id, sk=task.sk,
+                    error=str(exc)[:300])
+            report.failures.append(rec.message_id)
+
+
+def _emit_metrics(deps: Deps, report: ConsumeReport) -> None:
+    s, now = deps.settings, deps.clock.now_ms()
+    if report.delivered:
+        obs.metric(s, names.LATENESS_MS, [ev.lateness_ms for ev in report.delivered], unit="Milliseconds",
+                   timestamp_ms=now)
+    obs.metric(s, names.DELIVERED, len(report.delivered), timestamp_ms=now)
+    obs.metric(s, names.DROPPED, report.dropped, timestamp_ms=now)
+    if report.put_back:
+        obs.metric(s, names.PUT_BACK, report.put_back, timestamp_ms=now)
+    if report.poison:
+        obs.metric(s, names.POISON_MESSAGES, report.poison, timestamp_ms=now)
+
+
+def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
+    s, clock = deps.settings, deps.clock
+    report = ConsumeReport()
+    records = event.get("Records") or [] if isinstance(event, dict) else []
+    parsed: list[Pending] = []
+    source_arn = ""
+    for position, record in enumerate(records):
+        try:
+            parsed.append(parse_record(record, position, s.partition_key_value))
+        except PoisonMessage as exc:
+            mid = message_id_of(record, position)
+            attrs = record.get("attributes") if isinstance(record, dict) else None
+            count = attrs.get("ApproximateReceiveCount") if isinstance(attrs, dict) else None
+            obs.log("ERROR", "poison message", message_id=mid, reason=str(exc), receive_count=count)
+            report.failures.append(mid)
+            report.poison += 1
+        if isinstance(record, dict) and isinstance(record.get("eventSourceARN"), str):
+            source_arn = record["eventSourceARN"]
+
+    plan = plan_batch(parsed, clock.now_ms(), s.max_wait_ms)
+    queue_url = s.delay_queue_url or queue_url_from_arn(source_arn)
+    for rec, seconds in plan.put_back:
+        _put_back(deps, queue_url, rec, seconds, report)
+
+    keep = plan.keep
+    while keep:
+        n, _ = next_group([rec.due_ms for rec in keep], clock.now_ms())
+        group, keep = keep[:n], keep[n:]
+        sleep_until(clock, group[-1].due_ms)  # one wait serves the whole group
+        try:
+            _deliver(deps, _verify(deps, group, report), report)
+        except Exception as exc:  # an unexpected bug: retry this group, keep the rest of the batch going
+            obs.log("ERROR", "delivery group failed", error=repr(exc)[:300],
+                    message_ids=[rec.message_id for rec in group])
+            report.failures += [rec.message_id for rec in group]
+
+    _emit_metrics(deps, report)
+    return report.response()

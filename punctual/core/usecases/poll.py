@@ -1,0 +1,216 @@
+"""Poller: fired by the rule -> read the window -> claim and send -> re-arm.
+
+1. take the poll lease and arm a safety-net poll (so a crash below is followed by another
+   poll); if another poll holds the lease, make sure a poll follows next minute and stop;
+2. read every row due up to now + window (past-due rows and malformed rows too);
+3. reject malformed and undeliverable rows, claim and send new rows and orphans;
+4. find the next unsent row after the window and compare-and-set the arm;
+5. apply the arm to the rule (or disable it when nothing is pending).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from punctual.core import observability as obs
+from punctual.core.arming import PollInProgress, arm_no_later_than, compare_and_set, read_arm, sync_rule
+from punctual.core.cron import minute_not_before, next_minute_after, one_shot_cron
+from punctual.core.keys import after_window_key, window_upper_key
+from punctual.core.metrics_names import ORPHANS_DEFERRED
+from punctual.core.models import RowRejected, Task, task_from_item
+from punctual.core.planning import (
+    RowState,
+    WindowPlan,
+    defer_orphans,
+    next_poll_minute,
+    orphan_count,
+    plan_window,
+    row_state,
+    visible_at,
+)
+from punctual.core.queues import visible_messages
+from punctual.core.runtime import Deps
+from punctual.core.sending import claim_and_send
+from punctual.core.store import query_below, query_from, reject_row
+
+CAS_ROUNDS = 8
+# The minute we arm must not begin before PutRule lands (a one-shot cron for a started
+# minute may never fire): plan as if "now" were this much later.
+ARM_MARGIN_MS = 10_000
+
+
+@dataclass
+class PollReport:
+    started_ms: int
+    window_end_ms: int
+    read: int = 0
+    sent: int = 0
+    skipped: int = 0
+    failed: int = 0
+    in_flight: int = 0
+    rejected: int = 0
+    deferred: int = 0
+    busy: bool = False  # another poll held the lease: this one only armed the next minute
+    next_minute_ms: int | None = None
+    delays: list[int] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "read": self.read,
+            "sent": self.sent,
+            "skipped": self.skipped,
+            "failed": self.failed,
+            "in_flight": self.in_flight,
+            "rejected": self.rejected,
+            "deferred": self.deferred,
+            "busy": self.busy,
+            "next_poll": one_shot_cron(self.next_minute_ms) if self.next_minute_ms is not None else None,
+        }
+
+
+def _valid_tasks(deps: Deps, items, report: PollReport, source: str):
+    s = deps.settings
+    for item in items:
+        report.read += 1
+        try:
+            yield item, task_from_item(item, s.partition_key_value)
+        except RowRejected as exc:
+            reject_row(deps.ddb, deps.sqs, s, deps.clock, item, exc, source)
+            report.rejected += 1
+
+
+def _first_unsent_after(deps: Deps, end_ms: int, report: PollReport) -> tuple[int | None, int | None]:
+    """Due time of the first unsent row after ``end_ms``, and the latest orphan check of
+    rows already in flight on the way (the editor may have sent some early)."""
+    s, now = deps.settings, deps.clock.now_ms()
+    check = None
+    for _, task in _valid_tasks(deps, query_from(deps.ddb, s, deps.clock, after_window_key(end_ms)), report,
+                                "poller"):
+        if row_state(task, now, s.orphan_grace_ms, s.max_attempts) is not RowState.IN_FLIGHT:
+            # new, or marked but not really in flight (a mark no poll could have written): it
+            # needs a poll by its due time like a new row
+            return task.due_ms, check
+        check = max(check or 0, visible_at(task) + s.orphan_grace_ms)
+    return None, check
+
+
+def _unless_backlogged(deps: Deps, plan: WindowPlan, now_ms: int, report: PollReport) -> WindowPlan:
+    """Orphans are resent only when the delay queue does not hold at least as many visible
+    messages: a backlog that large means the consumer is behind, not that messages were lost
+    (see planning.defer_orphans). One GetQueueAttributes, only in polls that found orphans."""
+    orphans = orphan_count(plan)
+    if not orphans:
+        return plan
+    s = deps.settings
+    visible = visible_messages(deps.sqs, s.delay_queue_url, deps.clock)
+    if visible is None or visible < orphans:
+        return plan
+    report.deferred = orphans
+    obs.log("WARNING", "orphans deferred: the delay queue has a backlog", orphans=orphans,
+            delay_queue_visible=visible, recheck_after_ms=s.orphan_grace_ms)
+    obs.metric(s, ORPHANS_DEFERRED, orphans)
+    return defer_orphans(plan, now_ms, s.orphan_grace_ms)
+
+
+def _defer_to_running_poll(deps: Deps, report: PollReport, running: PollInProgress) -> PollReport:
+    """Another poll holds the lease. Arm the next safe minute (bumping the version, so the running
+    poll's compare-and-set fails and it re-plans, keeping the rule no later than this) and stop:
+    the rule fires again next minute, when the lease is usually free."""
+    s, clock = deps.settings, deps.clock
+    now = clock.now_ms()
+    minute = next_minute_after(now + ARM_MARGIN_MS)
+    state = arm_no_later_than(deps.ddb, s, clock, minute, replace_before_ms=now + 1)
+    sync_rule(deps.ddb, deps.events, s, clock, state)
+    report.busy, report.next_minute_ms = True, state.armed_ms
+    obs.log("INFO", "poll in progress: deferred to it", running_since_ms=running.state.polling_ms,
+            next_poll=one_shot_cron(state.armed_ms) if state.armed_ms is not None else None)
+    return report
+
+
+def poll(deps: Deps) -> PollReport:
+    s, clock = deps.settings, deps.clock
+    started = clock.now_ms()
+    report = PollReport(started_ms=started, window_end_ms=started + s.window_ms)
+
+    # 1. Safety net first: if this invocation dies anywhere below, a poll still follows.
+    safety = minute_not_before(started + s.orphan_grace_ms, started + ARM_MARGIN_MS)
+    try:
+        # the lease: a poll that started more than poll_lease ago is dead (its Lambda timed out)
+        state = arm_no_later_than(deps.ddb, s, clock, safety, replace_before_ms=started + 1,
+                                  polling_since_ms=started, lease_cut_ms=started - s.poll_lease_ms + 1)
+    except PollInProgress as running:
+        return _defer_to_running_poll(deps, report, running)
+    state = sync_rule(deps.ddb, deps.events, s, clock, state)  # the meta row as applied (its version)
+
+    # 2-3. The window, from the oldest row (past due counts) to its end.
+    rows = dict(
+        (task.sk, (item, task))
+        for item, task in _valid_tasks(
+            deps, query_below(deps.ddb, s, clock, window_upper_key(report.window_end_ms)), report, "poller"
+        )
+    )
+    tasks: list[Task] = [task for _, task in rows.values()]
+    plan = plan_window(started, tasks, s.window_ms, s.orphan_grace_ms, s.max_attempts, s.wake_early_ms)
+    plan = _unless_backlogged(deps, plan, started, report)
+    report.in_flight = plan.in_flight
+    for task in plan.exhausted:
+        reject_row(deps.ddb, deps.sqs, s, clock, rows[task.sk][0],
+                   RowRejected("undeliverable", f"still pending after {task.attempt} sends"), "poller")
+        report.rejected += 1
+    sent = claim_and_send(deps.ddb, deps.sqs, s, clock, [send.task for send in plan.sends])
+    report.sent, report.skipped, report.failed = len(sent.sent), len(sent.skipped), len(sent.failed)
+    report.delays = [send.delay_seconds for send in plan.sends]
+    orphan_check = plan.orphan_check_ms
+    if sent.skipped:
+        # Claimed by someone else (the editor, an overlapping poll) after we read them: their
+        # sender may die before sending, so a poll must follow their grace too.
+        skipped_check = max(max(t.due_ms, clock.now_ms()) for t in sent.skipped) + s.orphan_grace_ms
+        orphan_check = max(orphan_check or 0, skipped_check)
+    # Released rows (their send failed for good) are unsent again: the next poll must come
+    # by their due time - lead like any unsent row (the next minute when that has passed).
+    unsent_due = min((t.due_ms for t in sent.failed), default=None)
+
+    # 4. Next poll: compare-and-set against the version we armed, re-plan on conflict.
+    seen_armed = state.armed_ms
+    for _ in range(CAS_ROUNDS):
+        next_due, beyond_check = _first_unsent_after(deps, report.window_end_ms, report)
+        if unsent_due is not None:
+            next_due = unsent_due if next_due is None else min(next_due, unsent_due)
+        checks = [c for c in (orphan_check, beyond_check) if c is not None]
+        now = clock.now_ms()
+        minute = next_poll_minute(now + ARM_MARGIN_MS, next_due, max(checks) if checks else None, s.lead_ms)
+        if state.armed_ms is not None and state.armed_ms != seen_armed:
+            # Someone (an editor) moved the arm since we read it: it may be for a row we cannot
+            # see (e.g. inside our window); never move the rule later than that arm (or than the
+            # earliest minute still safe to arm). An editor that only bumped the version wanted
+            # a minute no earlier than the arm we saw: its rows lie beyond our window, and the
+            # re-query above sees them.
+            theirs = max(state.armed_ms, next_minute_after(now + ARM_MARGIN_MS))
+            minute = theirs if minute is None else min(minute, theirs)
+        written = compare_and_set(deps.ddb, s, clock, state.version, minute)
+        if written is not None:
+            report.next_minute_ms = minute
+            break
+        # An editor wrote meanwhile: it may also have sent rows inside our window, whose
+        # orphan checks we must keep covering. Re-read the window (claims only; no sends).
+        state = read_arm(deps.ddb, s, clock)
+        again = plan_window(
+            clock.now_ms(),
+            (t for _, t in _valid_tasks(deps, query_below(deps.ddb, s, clock, window_upper_key(report.window_end_ms)),
+                                        report, "poller")),
+            s.window_ms, s.orphan_grace_ms, s.max_attempts,
+        )
+        checks = [c for c in (orphan_check, again.orphan_check_ms) if c is not None]
+        orphan_check = max(checks) if checks else None
+        # Rows of our window that are (again) unsent, e.g. the editor's: poll for them soon.
+        unsent = min((send.task.due_ms for send in again.sends), default=None)
+        if unsent is not None:
+            unsent_due = unsent if unsent_due is None else min(unsent_due, unsent)
+    else:
+        raise RuntimeError("could not arm the rule: the meta row kept changing")
+
+    # 5. Apply to the rule (converges with concurrent editors).
+    sync_rule(deps.ddb, deps.events, s, clock, written)
+    obs.log("INFO", "poll done", **report.summary(), window_end_ms=report.window_end_ms)
+    return report
