@@ -193,6 +193,9 @@ class Scheduler(Construct):
     :param lead_seconds: deprecated alias of ``lead``.
     :param orphan_grace_seconds: deprecated alias of ``orphan_grace``.
     :param lateness_alarm_threshold_ms: deprecated alias of ``lateness_alarm_threshold`` (an int of ms).
+    :param event_format: body of the delivered events: ``"punctual"`` (README, "The delivered event")
+        or ``"cdk-scheduler"`` (``{"publicationTimestamp", "payload" as DynamoDB JSON}``, what
+        cdk-scheduler consumers read; docs/migrating.md). Default: ``"punctual"``.
     :param resync_on_deploy: invoke the poller once after a deployment that creates or changes the
         rule (CloudFormation puts it back DISABLED; the poll re-arms it from the meta row). Adds
         an ``AwsCustomResource`` (a Node.js function run at deploy time only). Default: True.
@@ -224,6 +227,7 @@ class Scheduler(Construct):
         log_payloads: bool = False,
         metrics_namespace: str = "Punctual",
         instance_name: str | None = None,
+        event_format: str = "punctual",
         resync_on_deploy: bool = True,
         window_seconds: int | None = None,
         lead_seconds: int | None = None,
@@ -269,6 +273,7 @@ class Scheduler(Construct):
             log_payloads=log_payloads,
             metrics_namespace=metrics_namespace,
             instance_name=instance_name,
+            event_format=event_format,
         )
         if orphan_grace_seconds <= DELAY_QUEUE_VISIBILITY.to_seconds():
             raise ValueError(

@@ -15,6 +15,9 @@ META_PK = "__punctual__"  # partition of internal bookkeeping rows (never a task
 META_ARM_SK = "rule"
 # PutRule replaces every attribute it is not given: the construct and the arming code share this.
 RULE_DESCRIPTION = "Punctual poller trigger: a one-shot cron re-armed by Punctual; do not edit"
+# Shapes of the delivery-queue body: Punctual's DeliveredEvent, or cdk-scheduler's
+# {"publicationTimestamp", "payload" as DynamoDB JSON} (docs/migrating.md, "The delivered event").
+EVENT_FORMATS = ("punctual", "cdk-scheduler")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class Settings:
     # Value of the "Instance" dimension on every metric: tells two schedulers in one account apart.
     instance_name: str = "punctual"
     send_workers: int = 16
+    # Shape of each delivery-queue message body: one of EVENT_FORMATS.
+    event_format: str = "punctual"
     extra: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -75,6 +80,9 @@ class Settings:
             raise ValueError("send_workers must be >= 1")
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
+        if self.event_format not in EVENT_FORMATS:
+            raise ValueError(f"event_format must be one of {', '.join(map(repr, EVENT_FORMATS))}, "
+                             f"got {self.event_format!r}")
         if self.partition_key_value == META_PK:
             raise ValueError(f"partition_key_value {META_PK!r} is reserved")
 
@@ -115,6 +123,7 @@ ENV: dict[str, str] = {
     "metrics_namespace": "PUNCTUAL_METRICS_NAMESPACE",
     "instance_name": "PUNCTUAL_INSTANCE_NAME",
     "send_workers": "PUNCTUAL_SEND_WORKERS",
+    "event_format": "PUNCTUAL_EVENT_FORMAT",
 }
 
 

@@ -13,7 +13,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .clock import iso_ms
-from .ddbjson import UnsupportedValue, item_to_plain, to_plain
+from .config import EVENT_FORMATS
+from .ddbjson import UnsupportedValue, from_plain, item_to_plain, to_plain
 from .keys import InvalidKey, decode_sk
 
 # Bookkeeping attributes Punctual writes on a row (prefixed so user rows never clash).
@@ -47,10 +48,17 @@ class Task(BaseModel):
     payload: dict[str, Any]
     enqueued_ms: int | None = None
     attempt: int = 0
+    # The row's payload attribute as read ({"M": ...}): the cdk-scheduler event format sends it
+    # as it is, so numbers keep their text ("1.50"), sets and binary their type.
+    payload_av: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
 
     @property
     def event_id(self) -> str:
         return event_id(self.pk, self.sk)
+
+    def payload_ddb_json(self) -> dict[str, Any]:
+        """The payload attribute as DynamoDB JSON (binary as base64 text)."""
+        return _jsonable(self.payload_av if self.payload_av is not None else from_plain(self.payload))
 
 
 def event_id(pk: str, sk: str) -> str:
@@ -77,8 +85,34 @@ def _plain_int(item: dict[str, Any], name: str) -> int | None:
     return None
 
 
-def task_from_item(item: dict[str, Any], partition: str) -> Task:
-    """Validate one row (attribute-value form) as a task, or raise :class:`RowRejected`."""
+def task_from_item(item: dict[str, Any], partition: str, event_format: str = "punctual") -> Task:
+    """Validate one row (attribute-value form) as a task, or raise :class:`RowRejected`.
+
+    The size limit applies to the payload as ``event_format`` (a Settings.event_format) delivers it.
+    """
+    return sized_for(_task_from_item(item, partition), event_format)
+
+
+def sized_for(task: Task, event_format: str) -> Task:
+    """``task`` if its payload fits a delivered event of ``event_format``, else :class:`RowRejected`.
+
+    The payload is measured as plain JSON by every validation; cdk-scheduler's body carries it as
+    DynamoDB JSON, which is larger ({"N":"1"} for 1): measured again in that form.
+    """
+    if event_format not in EVENT_FORMATS:
+        raise ValueError(f"event_format must be one of {EVENT_FORMATS}, got {event_format!r}")
+    if event_format != "cdk-scheduler":
+        return task
+    try:
+        size = len(dumps(task.payload_ddb_json()).encode("utf-8"))
+    except (UnsupportedValue, ValueError, RecursionError) as exc:
+        raise RowRejected("payload_unsupported", str(exc)[:200]) from exc
+    if size > MAX_PAYLOAD_BYTES:
+        raise RowRejected("oversize", f"payload is {size} bytes as DynamoDB JSON, limit {MAX_PAYLOAD_BYTES}")
+    return task
+
+
+def _task_from_item(item: dict[str, Any], partition: str) -> Task:
     if not isinstance(item, dict):
         raise RowRejected("malformed", "row is not a map")
     pk = _plain_str(item, "pk")
@@ -125,6 +159,7 @@ def task_from_item(item: dict[str, Any], partition: str) -> Task:
         payload=payload,
         enqueued_ms=_plain_int(item, ATTR_ENQUEUED_MS),
         attempt=_plain_int(item, ATTR_ATTEMPT) or 0,
+        payload_av=raw,
     )
 
 
@@ -181,6 +216,22 @@ class DeliveredEvent(BaseModel):
 
     def body(self) -> str:
         return dumps(self.model_dump(by_alias=True))
+
+
+def cdk_scheduler_body(task: Task) -> str:
+    """cdk-scheduler's message body: ``{"publicationTimestamp": <due ms>, "payload": <the payload
+    attribute as DynamoDB JSON, {"M": ...}>}``, in that key order. It has no event id: its
+    consumers dedupe on the whole body (identical for every duplicate: map keys are sorted)."""
+    return f'{{"publicationTimestamp":{task.due_ms},"payload":{dumps(task.payload_ddb_json())}}}'
+
+
+def delivery_body(event: DeliveredEvent, task: Task, event_format: str) -> str:
+    """The delivery-queue body of ``task`` in ``event_format`` (a Settings.event_format)."""
+    if event_format == "cdk-scheduler":
+        return cdk_scheduler_body(task)
+    if event_format == "punctual":
+        return event.body()
+    raise ValueError(f"event_format must be one of {EVENT_FORMATS}, got {event_format!r}")
 
 
 class Rejection(BaseModel):

@@ -170,3 +170,10 @@ def test_an_imported_table_is_taken_on_trust_with_a_warning():
     template.has_resource_properties("AWS::Lambda::EventSourceMapping", {"EventSourceArn": stream})
     warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("NEW_AND_OLD_IMAGES"))
     assert warnings
+
+
+def test_event_format_reaches_the_functions_and_is_validated():
+    s = Scheduler(_stack(), "S", event_format="cdk-scheduler")
+    assert _env(s)[ENV["event_format"]] == "cdk-scheduler"
+    with pytest.raises(ValueError, match="event_format"):
+        Scheduler(_stack(), "S", event_format="cdk_scheduler")
