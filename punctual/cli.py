@@ -130,7 +130,7 @@ def parse_payload(text: str | None) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise CliError(f"bad --payload: not JSON ({exc.msg} at character {exc.pos})") from None
     if not isinstance(value, dict):
         raise CliError(f"bad --payload: must be a JSON object, got {type(value).__name__}")
