@@ -63,6 +63,15 @@ def read_arm(ddb: Any, s: Settings, clock: Clock) -> ArmState:
     return _state(resp.get("Item"))
 
 
+
+def _update_meta(ddb: Any, s: Settings, clock: Clock, update: str, cond: str, names: dict[str, str],
+                 values: dict[str, Any], **extra: Any) -> dict[str, Any] | None:
+    """A conditional UpdateItem of the meta row: the response if applied, None if the condition failed."""
+    return conditional_update(ddb, clock, TableName=s.table_name, Key=_KEY, UpdateExpression=update,
+                              ConditionExpression=cond, ExpressionAttributeNames=names,
+                              ExpressionAttributeValues=values, **extra)
+
+
 def compare_and_set(
     ddb: Any, s: Settings, clock: Clock, expected_version: int, armed_ms: int | None
 ) -> ArmState | None:
@@ -82,16 +91,7 @@ def compare_and_set(
     else:
         update = "SET #v = :next, #u = :now, #a = :armed REMOVE #p"
         values[":armed"] = {"N": str(armed_ms)}
-    if conditional_update(
-        ddb,
-        clock,
-        TableName=s.table_name,
-        Key=_KEY,
-        UpdateExpression=update,
-        ConditionExpression=cond,
-        ExpressionAttributeNames=names,
-        ExpressionAttributeValues=values,
-    ) is None:
+    if _update_meta(ddb, s, clock, update, cond, names, values) is None:
         return None
     return ArmState(armed_ms, expected_version + 1)
 
@@ -144,17 +144,7 @@ def arm_no_later_than(
              f"(attribute_not_exists(#a) OR #a > :m OR #a < :cut){lease}"),
             (f"SET #u = :now{mark} ADD #v :one", f"attribute_exists(#a) AND #a <= :m AND #a >= :cut{lease}"),
         ):
-            resp = conditional_update(
-                ddb,
-                clock,
-                TableName=s.table_name,
-                Key=_KEY,
-                UpdateExpression=update,
-                ConditionExpression=cond,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-            )
+            resp = _update_meta(ddb, s, clock, update, cond, names, values, ReturnValues="ALL_NEW")
             if resp is not None:
                 return _state(resp.get("Attributes"))
         if lease_cut_ms is not None and polling_since_ms is not None:
