@@ -114,9 +114,10 @@ TABLE_STREAM_VIEW = dynamodb.StreamViewType.NEW_AND_OLD_IMAGES
 # poller: query_below/query_from, read_arm, claim/release/arm (UpdateItem), reject_row/delete (DeleteItem).
 # editor: get_row/read_arm (GetItem), claim/release/arm (UpdateItem), reject_row (DeleteItem).
 POLLER_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
-# BatchGetItem: consistent reads of a delivery group's rows at delivery time (store.get_rows);
-# DeleteItem: the row after its event was sent, or after rejecting it.
-CONSUMER_TABLE_ACTIONS = ("dynamodb:BatchGetItem", "dynamodb:DeleteItem")
+# Query: consistent read of a run's sk range at delivery time (store.rows_between);
+# BatchWriteItem: the rows after their events were sent (store.delete_rows); DeleteItem: a row
+# after rejecting it (store.reject_row).
+CONSUMER_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem")
 EDITOR_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 # DescribeRule: before relying on the rule (editor) or re-putting a minute that has begun
 # (arming.apply_rule), the code checks what the rule holds.

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from punctual.core.keys import encode_sk
-from punctual.core.models import DelayMessage
+from punctual.core.models import DelayGroup, DelayMessage
 from punctual.core.usecases.consume import consume
 from punctual.lambda_events import sqs_record
 from tests.support import REGION, Stack
@@ -69,6 +69,13 @@ def enqueue(stack: Stack, sk: str, due_ms: int, delay_seconds: int, attempt: int
     now = stack.deps.clock.now_ms()
     body = DelayMessage(pk=stack.settings.partition_key_value, sk=sk, due_ms=due_ms, attempt=attempt,
                         enqueued_ms=now).body()
+    stack.sqs.send_message(QueueUrl=stack.settings.delay_queue_url, MessageBody=body, DelaySeconds=delay_seconds)
+
+
+def enqueue_group(stack: Stack, rows: list[tuple[str, int]], delay_seconds: int = 0) -> None:
+    """Send one group message for ``rows`` = (sk, due_ms), sorted by due, as claim_and_send does."""
+    body = DelayGroup.body_of(stack.settings.partition_key_value, [(sk, due, 1) for sk, due in rows],
+                              stack.deps.clock.now_ms())
     stack.sqs.send_message(QueueUrl=stack.settings.delay_queue_url, MessageBody=body, DelaySeconds=delay_seconds)
 
 

@@ -100,6 +100,10 @@ class Stack:
     def bodies(self, url: str) -> list[dict[str, Any]]:
         return [json.loads(m["Body"]) for m in self.drain(url)]
 
+    def pointers(self, url: str) -> list[dict[str, Any]]:
+        """The row pointers of every visible delay-queue message, one per row (see pointers_of)."""
+        return [p for body in self.bodies(url) for p in pointers_of(body)]
+
     def rule(self) -> dict[str, Any]:
         return self.events.describe_rule(Name=self.settings.rule_name)
 
@@ -196,3 +200,12 @@ class StreamReader:
 def lambda_record(rec: dict[str, Any], stream_arn: str) -> dict[str, Any]:
     """A boto3 dynamodbstreams record -> the JSON Lambda hands to the function."""
     return stream_record(rec, stream_arn, REGION)
+
+
+def pointers_of(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A delay-queue body as single-row pointers ({pk, sk, due_ms, attempt, enqueued_ms}): a
+    DelayGroup gives one per row, a DelayMessage is one already."""
+    if "rows" not in body:
+        return [body]
+    return [{"pk": body["pk"], "sk": sk, "due_ms": int(sk[:13]), "attempt": attempt, "enqueued_ms": body["enqueued_ms"]}
+            for sk, attempt in body["rows"]]

@@ -35,9 +35,6 @@ class Models:
     api_latency_ms: dict[str, tuple[int, int]] = field(
         default_factory=lambda: {"dynamodb": (3, 8), "sqs": (5, 15), "events": (20, 60)}
     )
-    # The poller claims and sends with 16 workers (Settings.send_workers): its per-row calls
-    # overlap, so each costs 1/16 of its latency in virtual time (the simulator runs them in order).
-    poller_send_parallelism: int = 16
     # Delay queue visibility timeout (construct: 6 x the consumer's 30 s timeout).
     delay_visibility_ms: int = 180_000
     # Lambda asynchronous invocation (the poller, from the rule): 2 retries, after 1 and 2 min.
@@ -76,8 +73,15 @@ SOURCES: dict[str, str] = {
     "minute granularity, so 0-60 s into the armed minute (uniform).",
     "rule_target_delay_ms": "Assumption: EventBridge -> Lambda async invoke start delay of tens of ms to ~1.5 s "
     "(not documented; EventBridge promises delivery 'within seconds' at best).",
-    "sqs_early_max_ms": "Project assumption (DESIGN.md): SQS delay timers have 1 s granularity and a delayed "
-    "message may become visible up to ~1 s before DelaySeconds elapse; SQS documents no sub-second precision.",
+    "sqs_early_max_ms": "Assumption (conservative), not documented nor measured: AWS documents on-time "
+    "visibility only. SendMessage/SendMessageBatchRequestEntry DelaySeconds (SQS API reference, as in "
+    "docs.aws.amazon.com/sdk-for-kotlin/api/latest/sqs/.../-send-message-request/delay-seconds.html): 'Messages "
+    "with a positive DelaySeconds value become available for processing after the delay period is finished'; "
+    "SQS Developer Guide, 'Amazon SQS delay queues' (docs.aws.amazon.com/AWSSimpleQueueService/latest/"
+    "SQSDeveloperGuide/sqs-delay-queues.html): messages 'remain invisible to consumers for the duration of the "
+    "delay period'. No precision is stated and no published measurement of early (or sub-second) visibility was "
+    "found (AWS docs, re:Post, GitHub issues searched). Up to 1 s early (uniform) stresses the never-early "
+    "invariant; `punctual bench --sqs-model on-time` (= 0) is the documented reading, `both` reports each.",
     "sqs_poll_latency_ms": "Lambda SQS event source: pollers long-poll continuously ('Lambda uses long polling "
     "to poll a queue'); pick-up latency of tens to a couple hundred ms observed in practice (assumption).",
     "cold_start_ms": "Lambda cold start for Python 3.12 arm64 with boto3 + pydantic (~300-800 ms INIT; "

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from punctual.core.parallel import lanes, run_in_order
 from punctual.lambda_events import stream_record
 
 from .engine import Engine, Process, SimClock
@@ -105,10 +106,10 @@ def _passes_editor_filter(rec: dict[str, Any]) -> bool:
 
 
 class PunctualSim:
-    def __init__(self, scenario: Scenario, models: Models, seed: int, wake_early_ms: int | None = None,
-                 backend: str = "moto"):
-        """``wake_early_ms``: override the setting (0 = the earlier design: DelaySeconds ceiled
-        towards the due time itself, the message never visible before due).
+    def __init__(self, scenario: Scenario, models: Models, seed: int, settings: dict[str, Any] | None = None,
+                 backend: str = "moto", name: str = "punctual"):
+        """``settings``: Settings fields to override (e.g. the experiments of punctual/bench/run.py),
+        ``name`` the strategy name the result carries.
 
         ``backend``: "moto" (boto3 clients against moto in process) or "fake" (the in-memory
         fake of :mod:`punctual.bench.fastaws`: no botocore, no moto, ~10x less CPU per task)."""
@@ -116,12 +117,12 @@ class PunctualSim:
             raise ValueError(f"unknown backend {backend!r}")
         self.backend = backend
         self.sc, self.m, self.seed = scenario, models, seed
-        self.wake_early_ms = wake_early_ms
+        self.overrides = dict(settings or {})
         self.rng = random.Random(seed * 7919 + 17)
         self.fault_rng = random.Random(seed * 104729 + 3)
         self.engine = Engine(EPOCH_MS)
         self.clock = SimClock(self.engine)
-        self.result = RunResult("punctual" if wake_early_ms is None else f"punctual-wake{wake_early_ms}", scenario.name, scenario.n, scenario.horizon_ms, {}, scenario.dues,
+        self.result = RunResult(name, scenario.name, scenario.n, scenario.horizon_ms, {}, scenario.dues,
                                 scenario.inserts)
         self.sk_index: dict[str, int] = {}
         self._freeze_synced = EPOCH_MS
@@ -190,13 +191,13 @@ class PunctualSim:
             def now_ms(self) -> int:
                 return sim.sqs_view_ms if sim.sqs_view_ms is not None else sim.engine.now
 
-        s = Settings(send_workers=1)
+        s = Settings()
         self.aws = aws = BenchAws(clock=_ViewClock(), table_name=s.table_name, query_page=1_000,
                                   visibility_timeout_s=self.m.delay_visibility_ms // 1000)
         delay, delivery, rejected = (f"https://sqs.{REGION}.amazonaws.com/123456789012/punctual-{q}"
                                      for q in ("delay", "delivery", "rejected"))
-        extra = {} if self.wake_early_ms is None else {"wake_early_ms": self.wake_early_ms}
-        self.settings = Settings(send_workers=1, delay_queue_url=delay, delivery_queue_url=delivery,
+        extra = self.overrides
+        self.settings = Settings(delay_queue_url=delay, delivery_queue_url=delivery,
                                  rejected_queue_url=rejected, **extra)
         aws.op_put_rule(Name=s.rule_name, ScheduleExpression="cron(0 0 1 1 ? 2199)", State="DISABLED")
         self.table_arn_stream = f"arn:aws:dynamodb:{REGION}:123456789012:table/{s.table_name}/stream/bench"
@@ -225,7 +226,7 @@ class PunctualSim:
             return boto3.client(name, region_name=REGION, config=cfg)
 
         admin_ddb, admin_sqs, admin_events = client("dynamodb"), client("sqs"), client("events")
-        s = Settings(send_workers=1)
+        s = Settings()
         admin_ddb.create_table(
             TableName=s.table_name,
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
@@ -238,8 +239,8 @@ class PunctualSim:
         delay = admin_sqs.create_queue(QueueName="punctual-delay", Attributes={"VisibilityTimeout": vt})["QueueUrl"]
         delivery = admin_sqs.create_queue(QueueName="punctual-delivery")["QueueUrl"]
         rejected = admin_sqs.create_queue(QueueName="punctual-rejected")["QueueUrl"]
-        extra = {} if self.wake_early_ms is None else {"wake_early_ms": self.wake_early_ms}
-        self.settings = Settings(send_workers=1, delay_queue_url=delay, delivery_queue_url=delivery,
+        extra = self.overrides
+        self.settings = Settings(delay_queue_url=delay, delivery_queue_url=delivery,
                                  rejected_queue_url=rejected, **extra)
         admin_events.put_rule(Name=s.rule_name, ScheduleExpression="cron(0 0 1 1 ? 2199)", State="DISABLED")
         self.table_arn_stream = admin_ddb.describe_table(TableName=s.table_name)["Table"]["LatestStreamArn"]
@@ -288,8 +289,9 @@ class PunctualSim:
             lat = self.m.api_latency_ms.get(svc)
             if lat:
                 ms = self._u(lat)
-                if proc.info.get("fn") == "poller" and model.name in ("UpdateItem", "SendMessageBatch"):
-                    ms = max(1, ms // max(1, self.m.poller_send_parallelism))
+                # A call inside a parallel section (punctual.core.parallel, run in order here)
+                # overlaps with lanes() - 1 others: it costs that share of its latency.
+                ms = max(1, ms // lanes())
                 self.engine.advance(self.engine.now + ms)
                 self._sync_time()
             if self.faults_on and self.fault_rng.random() < self.m.fault_call_failure_rate:
@@ -647,7 +649,7 @@ class PunctualSim:
         sink = _LogSink()
         fake = self.backend == "fake"
         with freeze_time(datetime.fromtimestamp(EPOCH_MS / 1000, tz=UTC)) as frozen, \
-                (contextlib.nullcontext() if fake else mock_aws()):
+                (contextlib.nullcontext() if fake else mock_aws()), run_in_order():
             self.frozen = frozen
             patches = [] if fake else self._moto_speedups()
             obs.set_stream(sink)

@@ -33,6 +33,8 @@ class Summary:
     usd_per_million: float
     cost_parts: dict[str, float]
     wall_s: float
+    # The SQS delay-timer model the run used (run.sqs_model_label): "early" or "on-time".
+    sqs_model: str = "early"
 
 
 def _pct(values: list[int], q: float) -> float | None:
@@ -97,13 +99,23 @@ def _ms(v: float | None) -> str:
     return f"{v:.0f} ms"
 
 
+def _shows_sqs_model(summaries: list[Summary]) -> bool:
+    """The tables name the SQS model only when a run used one other than the default."""
+    return any(s.sqs_model != "early" for s in summaries)
+
+
+def _model_cell(s: Summary, shown: bool) -> str:
+    return f" {s.sqs_model} |" if shown else ""
+
+
 def table(summaries: list[Summary]) -> str:
-    head = ("| scenario | strategy | tasks | delivered | lost | early | dup | p50 | p90 | p99 | max "
-            "| invocations | idle inv/day | requests/task | USD per 1M tasks |")
-    out = [head, "|" + "---|" * 15]
+    shown = _shows_sqs_model(summaries)
+    head = ("| scenario | strategy |" + (" SQS model |" if shown else "") + " tasks | delivered | lost | early "
+            "| dup | p50 | p90 | p99 | max | invocations | idle inv/day | requests/task | USD per 1M tasks |")
+    out = [head, "|" + "---|" * (16 if shown else 15)]
     for s in summaries:
         out.append(
-            f"| {s.scenario} | {s.strategy} | {s.n:,} | {s.delivered:,} | {s.lost:,} | {s.early:,} | "
+            f"| {s.scenario} | {s.strategy} |{_model_cell(s, shown)} {s.n:,} | {s.delivered:,} | {s.lost:,} | {s.early:,} | "
             f"{s.duplicates:,} | {_ms(s.p50)} | {_ms(s.p90)} | {_ms(s.p99)} | {_ms(s.max)} | "
             f"{s.invocations:,} | {s.idle_per_day:.1f} | {s.requests_per_task:.2f} | ${s.usd_per_million:.2f} |"
         )
@@ -111,13 +123,48 @@ def table(summaries: list[Summary]) -> str:
 
 
 def api_table(summaries: list[Summary]) -> str:
-    out = ["| scenario | strategy | billed AWS requests per task, by API | USD per 1M tasks, by service |",
-           "|---|---|---|---|"]
+    shown = _shows_sqs_model(summaries)
+    out = ["| scenario | strategy |" + (" SQS model |" if shown else "")
+           + " billed AWS requests per task, by API | USD per 1M tasks, by service |",
+           "|" + "---|" * (5 if shown else 4)]
     for s in summaries:
         apis = ", ".join(f"{api} {v:.2f}" for api, v in s.by_api.items() if v >= 0.005) or "-"
         cost = ", ".join(f"{k} ${v:.2f}" for k, v in s.cost_parts.items() if v >= 0.005) or "-"
-        out.append(f"| {s.scenario} | {s.strategy} | {apis} | {cost} |")
+        out.append(f"| {s.scenario} | {s.strategy} |{_model_cell(s, shown)} {apis} | {cost} |")
     return "\n".join(out)
+
+
+def _int_ms(v: float | None) -> int | None:
+    return None if v is None else int(round(v))
+
+
+def strategy_figures(s: Summary) -> dict[str, int | float | None]:
+    """One strategy's figures for ``punctual bench --json`` (lateness in whole ms, null when
+    nothing was delivered)."""
+    return {
+        "delivered": s.delivered, "lost": s.lost, "early": s.early, "duplicates": s.duplicates,
+        "p50_ms": _int_ms(s.p50), "p90_ms": _int_ms(s.p90), "p99_ms": _int_ms(s.p99), "max_ms": _int_ms(s.max),
+        "usd_per_million": round(s.usd_per_million, 4), "requests_per_task": round(s.requests_per_task, 4),
+    }
+
+
+def _strategies(summaries: list[Summary], scenario: str) -> dict[str, dict[str, int | float | None]]:
+    return {s.strategy: strategy_figures(s) for s in summaries if s.scenario == scenario}
+
+
+def machine_summary(summaries: list[Summary], on_time: list[Summary] | None = None) -> dict | list[dict]:
+    """The ``--json`` document: per scenario (in the order of ``summaries``) ``{"scenario", "tasks", "sqs_model",
+    "strategies": {strategy: figures}}``, plus ``"on_time": {strategy: figures}`` when the same
+    run was repeated under the on-time SQS model. One object for one scenario, else a list."""
+    objects: list[dict] = []
+    for scenario in dict.fromkeys(s.scenario for s in summaries):
+        first = next(s for s in summaries if s.scenario == scenario)
+        obj: dict = {"scenario": scenario, "tasks": first.n, "sqs_model": first.sqs_model,
+                     "strategies": _strategies(summaries, scenario)}
+        if on_time is not None:
+            obj["on_time"] = _strategies(on_time, scenario)
+        objects.append(obj)
+    return objects[0] if len(objects) == 1 else objects
 
 
 def plots(results: list[RunResult], out_dir: Path) -> list[Path]:

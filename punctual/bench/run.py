@@ -13,14 +13,23 @@ from . import prices
 from .alternatives import cdk_scheduler, eventbridge_scheduler
 from .models import SOURCES, Models
 from .punctual_sim import PunctualSim, RunResult
-from .report import api_table, plots, summarize, table
+from .report import Summary, api_table, machine_summary, plots, summarize, table
 from .scenarios import NAMES, build
 
 STRATEGIES = ("punctual", "cdk-scheduler", "eventbridge-scheduler")
-# Not run by default: Punctual with wake_early_ms=0 (DelaySeconds ceiled to the due time itself:
-# the design before the wake-early setting; see docs/benchmark.md).
-EXPERIMENTS = ("punctual-wake0",)
+# Not run by default: Punctual with one setting changed, to show what it buys (docs/benchmark.md).
+# punctual-wake0: wake_early_ms=0 (DelaySeconds ceiled to the due time itself: the design before
+# the wake-early setting); punctual-per-row: group_span_ms=0 (one delay-queue message per row:
+# the design before groups).
+EXPERIMENTS: dict[str, dict[str, int]] = {
+    "punctual-wake0": {"wake_early_ms": 0},
+    "punctual-per-row": {"group_span_ms": 0},
+}
 FAULT_RATES = {"fault_call_failure_rate": 0.01, "fault_crash_rate": 0.002}
+# SQS delay timers: "early" lets a delayed message become visible up to sqs_early_max_ms before
+# DelaySeconds elapse (the default, conservative), "on-time" never before (what AWS documents),
+# "both" runs every strategy under each (see SOURCES["sqs_early_max_ms"]).
+SQS_MODELS = ("early", "on-time", "both")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,8 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="CI-sized scenarios (seconds, not minutes)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--tasks", type=int, default=None, help="override the scenario's number of tasks")
-    p.add_argument("--strategy", action="append", choices=STRATEGIES + EXPERIMENTS,
-                   help="default: the three strategies; punctual-wake0 is Punctual with wake_early_ms=0")
+    p.add_argument("--strategy", action="append", choices=STRATEGIES + tuple(EXPERIMENTS),
+                   help="default: the three strategies; punctual-wake0 is Punctual with wake_early_ms=0, "
+                        "punctual-per-row with group_span_ms=0")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="override a model parameter (see punctual/bench/models.py)")
     p.add_argument("--out", default="bench/results", help="output directory (default: bench/results)")
@@ -38,6 +48,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("moto", "fake"), default="moto",
                    help="AWS for the real handlers: moto via boto3 (default) or the in-memory fake "
                         "(punctual/bench/fastaws.py: no botocore/moto, ~10x faster; for 100,000-task runs)")
+    p.add_argument("--sqs-model", choices=SQS_MODELS, default="early",
+                   help="SQS delay timers: early = visible up to sqs_early_max_ms before DelaySeconds elapse "
+                        "(default), on-time = never before (sets sqs_early_max_ms=0), both = run each and "
+                        "report them side by side")
+    p.add_argument("--json", metavar="FILE", default=None,
+                   help="also write a machine-readable summary (one object per scenario; a list when several)")
     p.add_argument("--combine", action="store_true",
                    help="only rebuild results.md from the results-*.json of earlier partial runs in --out")
 
@@ -49,9 +65,8 @@ def run_scenario(name: str, seed: int, quick: bool, models: Models, strategies=S
     out: list[RunResult] = []
     for strategy in strategies:
         started = time.perf_counter()
-        if strategy in ("punctual", "punctual-wake0"):
-            r = PunctualSim(sc, m, seed, wake_early_ms=0 if strategy == "punctual-wake0" else None,
-                            backend=backend).run()
+        if strategy == "punctual" or strategy in EXPERIMENTS:
+            r = PunctualSim(sc, m, seed, settings=EXPERIMENTS.get(strategy), backend=backend, name=strategy).run()
         elif strategy == "cdk-scheduler":
             r = cdk_scheduler(sc, m, seed)
         else:
@@ -61,70 +76,131 @@ def run_scenario(name: str, seed: int, quick: bool, models: Models, strategies=S
     return out
 
 
+def sqs_model_label(models: Models) -> str:
+    return "early" if models.sqs_early_max_ms > 0 else "on-time"
+
+
+def sqs_models(choice: str, models: Models) -> list[Models]:
+    """The model sets a run uses, the default (or only) one first."""
+    on_time = replace(models, sqs_early_max_ms=0)
+    if choice == "on-time":
+        return [on_time]
+    if choice == "both":
+        if models.sqs_early_max_ms <= 0:
+            raise SystemExit("--sqs-model both needs sqs_early_max_ms > 0 (it is the early model's bound)")
+        return [models, on_time]
+    return [models]
+
+
+def _command(args: argparse.Namespace) -> str:
+    backend, sqs_model = getattr(args, "backend", "moto"), getattr(args, "sqs_model", "early")
+    return ("punctual bench" + (" --quick" if args.quick else "") + f" --seed {args.seed}"
+            + "".join(f" --scenario {n}" for n in (args.scenario or []))
+            + (f" --tasks {args.tasks}" if args.tasks else "")
+            + "".join(f" --strategy {st}" for st in (args.strategy or []))
+            + (f" --backend {backend}" if backend != "moto" else "")
+            + (f" --sqs-model {sqs_model}" if sqs_model != "early" else "")
+            + "".join(f" --set {kv}" for kv in args.set))
+
+
+def _summary_order(s: Summary) -> tuple[int, int]:
+    """Scenarios in NAMES order, then strategies; a stable sort keeps the SQS models of one
+    strategy side by side, in the order they ran."""
+    ranks = STRATEGIES + tuple(EXPERIMENTS)
+    return (NAMES.index(s.scenario) if s.scenario in NAMES else 99, ranks.index(s.strategy))
+
+
+def _model_note(model_list: list[Models]) -> str:
+    if len(model_list) == 1:
+        return ""
+    return "\n- SQS model: rows marked `on-time` ran with `sqs_early_max_ms` = 0, the others as above."
+
+
+def _run_all(args: argparse.Namespace, model_list: list[Models]) -> tuple[list[RunResult], list[Summary]]:
+    """Every scenario under every SQS model; results of a model other than the first are named
+    "<strategy> (<model>)" (plots, counters), summaries carry the model in ``sqs_model``."""
+    strategies = tuple(args.strategy or STRATEGIES)
+    results: list[RunResult] = []
+    summaries: list[Summary] = []
+    for name in args.scenario or NAMES:
+        for models in model_list:
+            started = time.perf_counter()
+            rs = run_scenario(name, args.seed, args.quick, models, strategies, args.tasks,
+                              backend=getattr(args, "backend", "moto"))
+            label = sqs_model_label(models)
+            results += rs if models is model_list[0] else [replace(r, strategy=f"{r.strategy} ({label})") for r in rs]
+            summaries += [replace(summarize(r), sqs_model=label) for r in rs]
+            print(f"{name} [{label} SQS]: {', '.join(f'{r.strategy} {r.wall_s:.1f} s' for r in rs)} "
+                  f"({time.perf_counter() - started:.1f} s)", flush=True)
+    summaries.sort(key=_summary_order)
+    return results, summaries
+
+
+def _report(cmd: str, results: list[RunResult], summaries: list[Summary], model_list: list[Models]) -> str:
+    tag = len(model_list) > 1 or sqs_model_label(model_list[0]) != "early"
+    return "\n\n".join([
+        f"# Benchmark results\n\nCommand: `{cmd}`  \nPrices: {prices.PRICES_REGION} on-demand, "
+        f"written down {prices.PRICES_DATE} (punctual/bench/prices.py).",
+        table(summaries),
+        "## Requests and cost by API\n\n" + api_table(summaries),
+        "## Run times (wall clock)\n\n" + "\n".join(
+            f"- {s.scenario} / {s.strategy}" + (f" [{s.sqs_model} SQS]" if tag else "") + f": {s.wall_s:.1f} s"
+            for s in summaries),
+        "## Simulator counters\n\n" + "\n".join(
+            f"- {r.scenario} / {r.strategy}: " + ", ".join(f"{k}={v}" for k, v in sorted(r.counters.items()))
+            for r in results if r.counters),
+        "## Model parameters\n\n" + "\n".join(
+            f"- `{k}` = {v}" + (f": {SOURCES[k]}" if k in SOURCES else "")
+            for k, v in asdict(model_list[0]).items()) + _model_note(model_list),
+    ])
+
+
 def main(args: argparse.Namespace) -> int:
     os.environ.setdefault("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
     for k, v in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench"),
                  ("AWS_DEFAULT_REGION", "us-east-1")):
         os.environ.setdefault(k, v)
     os.environ.pop("AWS_ENDPOINT_URL", None)
-    models = Models().with_overrides(args.set)
     out_dir = Path(args.out)
     if args.combine:
         return combine(out_dir)
-    names = args.scenario or NAMES
-    strategies = tuple(args.strategy or STRATEGIES)
+    model_list = sqs_models(getattr(args, "sqs_model", "early"), Models().with_overrides(args.set))
     out_dir.mkdir(parents=True, exist_ok=True)
-    results: list[RunResult] = []
-    for name in names:
-        started = time.perf_counter()
-        rs = run_scenario(name, args.seed, args.quick, models, strategies, args.tasks,
-                              backend=getattr(args, "backend", "moto"))
-        results += rs
-        print(f"{name}: {', '.join(f'{r.strategy} {r.wall_s:.1f} s' for r in rs)} "
-              f"({time.perf_counter() - started:.1f} s)", flush=True)
-    summaries = [summarize(r) for r in results]
-    cmd = "punctual bench" + (" --quick" if args.quick else "") + f" --seed {args.seed}" + "".join(
-        f" --scenario {n}" for n in (args.scenario or [])) + (f" --tasks {args.tasks}" if args.tasks else "") + "".join(
-        f" --strategy {st}" for st in (args.strategy or [])) + (
-        f" --backend {args.backend}" if getattr(args, "backend", "moto") != "moto" else "") + "".join(
-        f" --set {kv}" for kv in args.set)
-    text = "\n\n".join([
-        f"# Benchmark results\n\nCommand: `{cmd}`  \nPrices: {prices.PRICES_REGION} on-demand, "
-        f"written down {prices.PRICES_DATE} (punctual/bench/prices.py).",
-        table(summaries),
-        "## Requests and cost by API\n\n" + api_table(summaries),
-        "## Run times (wall clock)\n\n" + "\n".join(
-            f"- {s.scenario} / {s.strategy}: {s.wall_s:.1f} s" for s in summaries),
-        "## Simulator counters\n\n" + "\n".join(
-            f"- {r.scenario} / {r.strategy}: " + ", ".join(f"{k}={v}" for k, v in sorted(r.counters.items()))
-            for r in results if r.counters),
-        "## Model parameters\n\n" + "\n".join(
-            f"- `{k}` = {v}" + (f": {SOURCES[k]}" if k in SOURCES else "") for k, v in asdict(models).items()),
-    ])
+    results, summaries = _run_all(args, model_list)
+    cmd = _command(args)
     stem = "results" if not args.scenario else "results-" + "-".join(args.scenario)
-    (out_dir / f"{stem}.md").write_text(text + "\n")
+    (out_dir / f"{stem}.md").write_text(_report(cmd, results, summaries, model_list) + "\n")
     (out_dir / f"{stem}.json").write_text(
         json.dumps({"command": cmd, "summaries": [asdict(s) for s in summaries]}, indent=1) + "\n")
+    written = [f"{out_dir}/{stem}.md", f"{stem}.json"]
+    if getattr(args, "json", None):
+        write_machine_summary(Path(args.json), summaries, [sqs_model_label(m) for m in model_list])
+        written.append(args.json)
     if not args.no_plots:
         plots(results, out_dir)
+        written.append("*.png")
     print()
     print(table(summaries))
-    print(f"\nwritten: {out_dir}/{stem}.md, {stem}.json" + ("" if args.no_plots else ", *.png"))
+    print(f"\nwritten: {', '.join(written)}")
     return 0
+
+
+def write_machine_summary(path: Path, summaries: list[Summary], labels: list[str]) -> None:
+    """``--json``: the first model's figures; under ``--sqs-model both`` the on-time ones in "on_time"."""
+    first = [s for s in summaries if s.sqs_model == labels[0]]
+    on_time = [s for s in summaries if s.sqs_model == "on-time"] if len(labels) > 1 else None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(machine_summary(first, on_time), indent=1) + "\n")
 
 
 def combine(out_dir: Path) -> int:
     """One table from partial runs (e.g. scenarios run in parallel processes)."""
-    from .report import Summary
-
     summaries, commands = [], []
     for path in sorted(out_dir.glob("results-*.json")):
         data = json.loads(path.read_text())
         commands.append(data["command"])
         summaries += [Summary(**s) for s in data["summaries"]]
-    order = {name: k for k, name in enumerate(NAMES)}
-    ranks = STRATEGIES + EXPERIMENTS
-    summaries.sort(key=lambda s: (order.get(s.scenario, 99), ranks.index(s.strategy)))
+    summaries.sort(key=_summary_order)
     text = "\n\n".join([
         "# Benchmark results\n\nCommands: " + "; ".join(f"`{c}`" for c in commands)
         + f"  \nPrices: {prices.PRICES_REGION} on-demand, written down {prices.PRICES_DATE}.",

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 MAX_DELAY_SECONDS = 900  # SQS DelaySeconds ceiling
+MAX_GROUP_SPAN_MS = 10_000  # with max_wait and a group's extra wake, within the consumer's 30 s
 META_PK = "__punctual__"  # partition of internal bookkeeping rows (never a task)
 META_ARM_SK = "rule"
 # PutRule replaces every attribute it is not given: the construct and the arming code share this.
@@ -54,6 +55,10 @@ class Settings:
     # Value of the "Instance" dimension on every metric: tells two schedulers in one account apart.
     instance_name: str = "punctual"
     send_workers: int = 16
+    # Rows due within this many ms of a group's first row share one delay-queue message (one
+    # send, receive and delete, one consumer invocation; docs/architecture.md, "Groups").
+    # 0 = one message per row. At most MAX_GROUP_SPAN_MS (the consumer waits through a group).
+    group_span_ms: int = 1000
     # Shape of each delivery-queue message body: one of EVENT_FORMATS.
     event_format: str = "punctual"
     extra: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -78,6 +83,8 @@ class Settings:
             raise ValueError("poll_lease_seconds must be >= 1")
         if self.send_workers < 1:
             raise ValueError("send_workers must be >= 1")
+        if not 0 <= self.group_span_ms <= MAX_GROUP_SPAN_MS:
+            raise ValueError(f"group_span_ms must be 0..{MAX_GROUP_SPAN_MS}, got {self.group_span_ms}")
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
         if self.event_format not in EVENT_FORMATS:
@@ -123,6 +130,7 @@ ENV: dict[str, str] = {
     "metrics_namespace": "PUNCTUAL_METRICS_NAMESPACE",
     "instance_name": "PUNCTUAL_INSTANCE_NAME",
     "send_workers": "PUNCTUAL_SEND_WORKERS",
+    "group_span_ms": "PUNCTUAL_GROUP_SPAN_MS",
     "event_format": "PUNCTUAL_EVENT_FORMAT",
 }
 

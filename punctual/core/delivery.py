@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from .config import META_PK
 from .keys import InvalidKey, decode_sk
-from .models import DelayMessage
+from .models import DelayGroup, DelayMessage
+from .planning import group_extra_wake_ms
 
 # SQS ChangeMessageVisibility accepts 0..43200 s (12 h).
 MAX_VISIBILITY_SECONDS = 43_200
@@ -32,13 +33,14 @@ class PoisonMessage(ValueError):
 
 @dataclass(frozen=True)
 class Pending:
-    """One parsed delay-queue record."""
+    """One row pointer of a parsed delay-queue record (a group record holds many)."""
 
     message_id: str
     receipt_handle: str
     message: DelayMessage
     receive_count: int
     position: int  # index in the event (keeps the order stable among equal due times)
+    group_size: int = 1  # rows in the record's message
 
     @property
     def due_ms(self) -> int:
@@ -49,13 +51,66 @@ class Pending:
         return self.message.pk, self.message.sk
 
 
+@dataclass(frozen=True)
+class ParsedRecord:
+    pointers: list[Pending]
+    poison: str | None = None  # why some pointers of a group were unusable (the rest still count)
+
+
 def message_id_of(record: Mapping[str, Any], position: int) -> str:
     mid = record.get("messageId") if isinstance(record, Mapping) else None
     return mid if isinstance(mid, str) and mid else f"#{position}"
 
 
-def parse_record(record: Mapping[str, Any], position: int, partition: str) -> Pending:
-    """Parse one SQS event record or raise :class:`PoisonMessage` with the reason."""
+def _validation_reason(what: str, exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    return f"body is not a {what}: {exc.error_count()} error(s), first: {first['loc']} {first['msg']}"[:300]
+
+
+def _check_partition(pk: str, partition: str) -> None:
+    if pk == META_PK or pk != partition:
+        # Never read, deliver or delete rows outside the scheduler partition.
+        raise PoisonMessage(f"pk {pk[:64]!r} is not the scheduler partition {partition!r}")
+
+
+def _messages(body: str, data: dict[str, Any], partition: str) -> tuple[list[DelayMessage], str | None]:
+    """The row pointers of a body (a DelayMessage or a DelayGroup) and why some were unusable."""
+    if "rows" not in data:
+        try:
+            msg = DelayMessage.model_validate(data, strict=True)
+        except ValidationError as exc:
+            raise PoisonMessage(_validation_reason("DelayMessage", exc)) from exc
+        _check_partition(msg.pk, partition)
+        try:
+            key = decode_sk(msg.sk)
+        except InvalidKey as exc:
+            raise PoisonMessage(f"sk is invalid: {exc.code}") from exc
+        if key.due_ms != msg.due_ms:
+            raise PoisonMessage(f"due_ms {msg.due_ms} does not match the sk ({key.due_ms})")
+        return [msg], None
+    try:
+        group = DelayGroup.model_validate_json(body, strict=True)
+    except ValidationError as exc:
+        raise PoisonMessage(_validation_reason("DelayGroup", exc)) from exc
+    _check_partition(group.pk, partition)
+    if not group.rows:
+        raise PoisonMessage("group has no rows")
+    out: list[DelayMessage] = []
+    bad: list[str] = []
+    for sk, attempt in group.rows:
+        try:
+            due = decode_sk(sk).due_ms
+        except InvalidKey as exc:
+            bad.append(f"{sk[:64]!r}: {exc.code}")
+            continue
+        out.append(DelayMessage(pk=group.pk, sk=sk, due_ms=due, attempt=attempt, enqueued_ms=group.enqueued_ms))
+    reason = f"{len(bad)} of {len(group.rows)} row key(s) invalid: {', '.join(bad[:3])}"[:300] if bad else None
+    return out, reason
+
+
+def parse_record(record: Mapping[str, Any], position: int, partition: str) -> ParsedRecord:
+    """Parse one SQS event record into its row pointers, or raise :class:`PoisonMessage` with the
+    reason when none is usable."""
     if not isinstance(record, Mapping):
         raise PoisonMessage("record is not a map")
     mid, handle, body = record.get("messageId"), record.get("receiptHandle"), record.get("body")
@@ -71,23 +126,14 @@ def parse_record(record: Mapping[str, Any], position: int, partition: str) -> Pe
         raise PoisonMessage(f"body is not JSON: {str(exc)[:120]}") from exc
     if not isinstance(data, dict):
         raise PoisonMessage("body is not a JSON object")
-    try:
-        msg = DelayMessage.model_validate(data, strict=True)
-    except ValidationError as exc:
-        raise PoisonMessage(f"body is not a DelayMessage: {exc.error_count()} error(s), "
-                            f"first: {exc.errors()[0]['loc']} {exc.errors()[0]['msg']}"[:300]) from exc
-    if msg.pk == META_PK or msg.pk != partition:
-        # Never read, deliver or delete rows outside the scheduler partition.
-        raise PoisonMessage(f"pk {msg.pk[:64]!r} is not the scheduler partition {partition!r}")
-    try:
-        key = decode_sk(msg.sk)
-    except InvalidKey as exc:
-        raise PoisonMessage(f"sk is invalid: {exc.code}") from exc
-    if key.due_ms != msg.due_ms:
-        raise PoisonMessage(f"due_ms {msg.due_ms} does not match the sk ({key.due_ms})")
+    messages, poison = _messages(body, data, partition)
+    if not messages:
+        raise PoisonMessage(poison or "no usable row pointer")
     attrs = record.get("attributes")
     count = _receive_count(attrs.get("ApproximateReceiveCount") if isinstance(attrs, Mapping) else None)
-    return Pending(message_id=mid, receipt_handle=handle, message=msg, receive_count=count, position=position)
+    pointers = [Pending(message_id=mid, receipt_handle=handle, message=msg, receive_count=count, position=position,
+                        group_size=len(messages)) for msg in messages]
+    return ParsedRecord(pointers, poison)
 
 
 def _receive_count(raw: object) -> int:
@@ -143,14 +189,23 @@ class BatchPlan:
 
 
 def plan_batch(records: Iterable[Pending], now_ms: int, max_wait_ms: int) -> BatchPlan:
-    """Split parsed records into those put back and those kept, the kept sorted by due."""
+    """Split parsed pointers into messages put back and pointers kept, the kept sorted by due.
+
+    A message is decided as a whole, by its earliest row: a group of n rows was made visible
+    ``group_extra_wake_ms(n)`` earlier than a single row, so it may wait that much longer.
+    A put-back message is listed once, by its earliest pointer."""
     plan = BatchPlan(put_back=[], keep=[])
+    by_message: dict[str, list[Pending]] = {}
     for rec in records:
-        decision = classify(rec.due_ms, now_ms, max_wait_ms)
+        by_message.setdefault(rec.message_id, []).append(rec)
+    for pointers in by_message.values():
+        first = min(pointers, key=lambda r: r.due_ms)
+        extra = group_extra_wake_ms(first.group_size)
+        decision = classify(first.due_ms - extra, now_ms, max_wait_ms)
         if decision.action is Action.PUT_BACK:
-            plan.put_back.append((rec, decision.visibility_seconds))
+            plan.put_back.append((first, decision.visibility_seconds))
         else:
-            plan.keep.append(rec)
+            plan.keep.extend(pointers)
     plan.keep.sort(key=lambda r: (r.due_ms, r.position))
     plan.put_back.sort(key=lambda p: (p[0].due_ms, p[0].position))
     return plan

@@ -181,6 +181,29 @@ class DelayMessage(BaseModel):
         return dumps(self.model_dump())
 
 
+class DelayGroup(BaseModel):
+    """Body of a delay-queue message pointing at several rows due within one short span
+    (docs/architecture.md, "Groups"), never their payloads. A group of one row is sent as a
+    :class:`DelayMessage`, the format of every message before groups existed."""
+
+    pk: str
+    due_ms: int  # the earliest due of its rows
+    enqueued_ms: int
+    rows: list[tuple[str, int]]  # (sk, attempt of this send), in due order
+
+    def body(self) -> str:
+        return dumps(self.model_dump())
+
+    @staticmethod
+    def body_of(pk: str, rows: list[tuple[str, int, int]], enqueued_ms: int) -> str:
+        """The delay-queue body for ``rows`` = (sk, due_ms, attempt), sorted by due."""
+        if len(rows) == 1:
+            sk, due, attempt = rows[0]
+            return DelayMessage(pk=pk, sk=sk, due_ms=due, attempt=attempt, enqueued_ms=enqueued_ms).body()
+        return DelayGroup(pk=pk, due_ms=rows[0][1], enqueued_ms=enqueued_ms,
+                          rows=[(sk, attempt) for sk, _, attempt in rows]).body()
+
+
 class DeliveredEvent(BaseModel):
     """Body of each delivery-queue message (see README: delivered event)."""
 

@@ -5,7 +5,7 @@ Pure functions of (now, rows, settings). Times are epoch ms.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -165,3 +165,44 @@ def next_poll_minute(
     if orphan_check_ms is not None:
         candidates.append(minute_not_before(orphan_check_ms, now_ms))
     return min(candidates) if candidates else None
+
+
+# A group (one delay-queue message for many rows, docs/architecture.md "Groups") holds at most
+# this many rows, and its body at most this many bytes: SQS bills each 64 KiB of a message as
+# one request, and one consumer invocation of 10 messages then holds at most 10,000 rows.
+GROUP_MAX_ROWS = 1000
+GROUP_MAX_BYTES = 64_000
+# A group of n rows is made visible (n - 1) x this much earlier than a single row, at most
+# GROUP_MAX_EXTRA_WAKE_MS: its consumer is started (a cold start, Lambda's SQS scaling) before
+# the first row is due, and the consumer may wait that much longer for it.
+GROUP_WAKE_MS_PER_ROW = 2
+GROUP_MAX_EXTRA_WAKE_MS = 2000
+
+
+def group_extra_wake_ms(rows: int) -> int:
+    return min(GROUP_MAX_EXTRA_WAKE_MS, max(0, rows - 1) * GROUP_WAKE_MS_PER_ROW)
+
+
+def group_by_due(
+    dues: Sequence[int],
+    sizes: Sequence[int],
+    span_ms: int,
+    max_rows: int = GROUP_MAX_ROWS,
+    max_bytes: int = GROUP_MAX_BYTES,
+) -> list[range]:
+    """Split rows sorted by due into consecutive groups, as index ranges: a group takes the
+    next row while it is due within ``span_ms`` of the group's first row and the group stays
+    within ``max_rows`` rows and ``max_bytes`` of pointer bytes (``sizes``). A row alone
+    always makes a group, whatever its size."""
+    if len(dues) != len(sizes):
+        raise ValueError("dues and sizes differ in length")
+    out: list[range] = []
+    start, used = 0, 0
+    for i, (due, size) in enumerate(zip(dues, sizes, strict=True)):
+        if i > start and (due - dues[start] > span_ms or i - start >= max_rows or used + size > max_bytes):
+            out.append(range(start, i))
+            start, used = i, 0
+        used += size
+    if dues:
+        out.append(range(start, len(dues)))
+    return out

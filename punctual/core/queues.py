@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from . import observability as obs
 from .clock import Clock
 from .errors import error_code, is_retryable
+from .parallel import pmap
 from .retry import backoff_ms, call_with_retry
 
 BATCH = 10
@@ -41,17 +42,18 @@ def send_all(
     clock: Clock,
     attempts: int = 6,
     delay_for: Callable[[Outgoing], int] | None = None,
+    workers: int = 1,
 ) -> list[Failed]:
-    """Send every message, 10 per call (and 256 KiB); return only those that still failed.
+    """Send every message, 10 per call (and 256 KiB), ``workers`` calls at a time; return only
+    those that still failed.
 
     Entry ids are positions within the call ("0".."9"), so they cannot collide.
     ``delay_for`` recomputes DelaySeconds right before each call (the clock moves
     while earlier batches are sent); it may only shrink the planned delay.
     """
-    failed: list[Failed] = []
-    for batch in batches(messages):
-        failed.extend(_send_batch(sqs, queue_url, batch, clock, attempts, delay_for))
-    return failed
+    parts = pmap(lambda batch: _send_batch(sqs, queue_url, batch, clock, attempts, delay_for),
+                 batches(messages), workers)
+    return [f for part in parts for f in part]
 
 
 def batches(messages: Sequence[Outgoing], max_bytes: int = MAX_BATCH_BYTES) -> list[list[Outgoing]]:

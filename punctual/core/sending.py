@@ -1,23 +1,25 @@
 """Claim-then-send of tasks to the delay queue, shared by the poller and the editor.
 
-For each task: claim the row (conditional write), send a pointer message with
-DelaySeconds recomputed at send time, and release the claim if the send failed
-for good. A crash between claim and send leaves a claimed row that the orphan
-check resends later: late, never lost, never early.
+Claim every task (a conditional write per row), group the claimed rows due within
+``group_span_ms`` of each other into one delay-queue message (planning.group_by_due), send
+the messages with DelaySeconds recomputed at send time, and release the claims of a message
+whose send failed for good. A crash between claim and send leaves claimed rows that the
+orphan check resends later: late, never lost, never early.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import observability as obs
 from .clock import Clock
 from .config import Settings
-from .models import DelayMessage, Task
-from .planning import delay_seconds
+from .models import DelayGroup, Task
+from .parallel import pmap
+from .planning import delay_seconds, group_by_due, group_extra_wake_ms
 from .queues import BATCH, Outgoing, send_all
 from .store import claim, release
 
@@ -27,66 +29,60 @@ class SendReport:
     sent: list[Task] = field(default_factory=list)
     skipped: list[Task] = field(default_factory=list)  # claimed by someone else / gone
     failed: list[Task] = field(default_factory=list)  # send failed for good (claim released)
-
-    def merge(self, other: SendReport) -> None:
-        self.sent += other.sent
-        self.skipped += other.skipped
-        self.failed += other.failed
+    messages: int = 0  # delay-queue messages sent
 
 
-def _send_chunk(ddb: Any, sqs: Any, s: Settings, clock: Clock, tasks: Sequence[Task]) -> SendReport:
-    report = SendReport()
-    claimed: list[tuple[Task, int]] = []
+def _claim_chunk(ddb: Any, s: Settings, clock: Clock, tasks: Sequence[Task]) -> list[tuple[Task, int | None]]:
+    """(task, claim time), or (task, None) when someone else holds it or it is gone."""
+    out: list[tuple[Task, int | None]] = []
     for task in tasks:
         now = clock.now_ms()
-        if claim(ddb, s, clock, task, now):
-            claimed.append((task, now))
-        else:
-            report.skipped.append(task)
-    if not claimed:
-        return report
-    out = [
-        Outgoing(
-            ref=i,
-            body=DelayMessage(
-                pk=task.pk, sk=task.sk, due_ms=task.due_ms, attempt=task.attempt + 1, enqueued_ms=at
-            ).body(),
-        )
-        for i, (task, at) in enumerate(claimed)
-    ]
-    failures = {
-        f.ref: f
-        for f in send_all(
-            sqs,
-            s.delay_queue_url,
-            out,
-            clock,
-            delay_for=lambda o: delay_seconds(claimed[o.ref][0].due_ms, clock.now_ms(), s.wake_early_ms),  # type: ignore[index]
-        )
-    }
-    for i, (task, at) in enumerate(claimed):
-        failure = failures.get(i)
-        if failure is None:
-            report.sent.append(task)
-            continue
-        obs.log("ERROR", "send failed; claim released", sk=task.sk, code=failure.code, error=failure.message)
-        release(ddb, s, clock, task, at)
-        report.failed.append(task)
-    return report
+        out.append((task, now if claim(ddb, s, clock, task, now) else None))
+    return out
+
+
+def _pointer_bytes(task: Task) -> int:
+    return len(json.dumps([task.sk, task.attempt + 1], ensure_ascii=False).encode("utf-8")) + 1
 
 
 def claim_and_send(ddb: Any, sqs: Any, s: Settings, clock: Clock, tasks: Sequence[Task]) -> SendReport:
-    """Send ``tasks`` (sorted by due) in chunks of 10, ``s.send_workers`` chunks at a time."""
-    chunks = [tasks[i : i + BATCH] for i in range(0, len(tasks), BATCH)]
+    """Claim ``tasks`` (sorted by due) and send them in groups, ``s.send_workers`` calls at a time."""
     report = SendReport()
-    if not chunks:
+    chunks = [tasks[i : i + BATCH] for i in range(0, len(tasks), BATCH)]
+    claimed: list[tuple[Task, int]] = []
+    for part in pmap(lambda c: _claim_chunk(ddb, s, clock, c), chunks, s.send_workers):
+        for task, at in part:
+            if at is None:
+                report.skipped.append(task)
+            else:
+                claimed.append((task, at))
+    if not claimed:
         return report
-    workers = max(1, min(s.send_workers, len(chunks)))
-    if workers == 1:
-        for chunk in chunks:
-            report.merge(_send_chunk(ddb, sqs, s, clock, chunk))
-        return report
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for part in pool.map(lambda c: _send_chunk(ddb, sqs, s, clock, c), chunks):
-            report.merge(part)
+    groups = group_by_due([t.due_ms for t, _ in claimed], [_pointer_bytes(t) for t, _ in claimed],
+                          s.group_span_ms)
+    out = [
+        Outgoing(ref=g, body=DelayGroup.body_of(
+            claimed[g[0]][0].pk, [(claimed[i][0].sk, claimed[i][0].due_ms, claimed[i][0].attempt + 1) for i in g],
+            enqueued_ms=max(claimed[i][1] for i in g)))
+        for g in groups
+    ]
+
+    def delay_for(o: Outgoing) -> int:
+        g: range = o.ref  # type: ignore[assignment]
+        wake = s.wake_early_ms + group_extra_wake_ms(len(g))
+        return delay_seconds(claimed[g[0]][0].due_ms, clock.now_ms(), wake)
+
+    failures = {f.ref: f for f in send_all(sqs, s.delay_queue_url, out, clock, delay_for=delay_for,
+                                            workers=s.send_workers)}
+    report.messages = len(out) - len(failures)
+    for g in groups:
+        failure = failures.get(g)
+        for i in g:
+            task, at = claimed[i]
+            if failure is None:
+                report.sent.append(task)
+                continue
+            obs.log("ERROR", "send failed; claim released", sk=task.sk, code=failure.code, error=failure.message)
+            release(ddb, s, clock, task, at)
+            report.failed.append(task)
     return report

@@ -14,6 +14,7 @@ from .config import Settings
 from .errors import is_conditional_failure
 from .metrics_names import REJECTED_ROWS
 from .models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, Rejection, RowRejected, Task
+from .parallel import pmap
 from .retry import backoff_ms, call_with_retry
 
 
@@ -49,7 +50,8 @@ def query_below(ddb: Any, s: Settings, clock: Clock, upper_key: str) -> Iterator
 def query_from(
     ddb: Any, s: Settings, clock: Clock, lower_key: str, upper_key: str | None = None, page_size: int = 50
 ) -> Iterator[dict[str, Any]]:
-    """Rows with ``lower_key <= sk`` (and ``sk < upper_key``), oldest first, in small pages."""
+    """Rows with ``lower_key <= sk`` (and ``sk <= upper_key``), oldest first, in pages of
+    ``page_size`` rows (0: DynamoDB's 1 MB pages)."""
     values = {":p": {"S": s.partition_key_value}, ":l": {"S": lower_key}}
     cond = "pk = :p AND sk >= :l"
     if upper_key is not None:
@@ -62,7 +64,7 @@ def query_from(
         KeyConditionExpression=cond,
         ExpressionAttributeValues=values,
         ConsistentRead=True,
-        Limit=page_size,
+        **({"Limit": page_size} if page_size else {}),
     )
 
 
@@ -124,34 +126,46 @@ def get_row(ddb: Any, s: Settings, clock: Clock, pk: str, sk: str) -> dict[str, 
     return resp.get("Item")
 
 
-def get_rows(
-    ddb: Any, s: Settings, clock: Clock, keys: list[tuple[str, str]], attempts: int = 8
-) -> dict[tuple[str, str], dict[str, Any]]:
-    """Consistent reads of many rows in one round trip per 100 keys (BatchGetItem).
+def rows_between(ddb: Any, s: Settings, clock: Clock, lower_sk: str, upper_sk: str) -> dict[str, dict[str, Any]]:
+    """Every row with ``lower_sk <= sk <= upper_sk``, strongly consistent, by sk.
 
-    Same read cost as one GetItem per key; returns only the rows that exist.
-    Unprocessed keys are retried with backoff; if some remain, raises RuntimeError.
-    """
-    found: dict[tuple[str, str], dict[str, Any]] = {}
-    unique = list(dict.fromkeys(keys))
-    for start in range(0, len(unique), 100):
-        pending: list[dict[str, Any]] = [_key(pk, sk) for pk, sk in unique[start : start + 100]]
-        for attempt in range(1, attempts + 1):
-            request = {s.table_name: {"Keys": pending, "ConsistentRead": True}}
-            resp = call_with_retry(lambda r=request: ddb.batch_get_item(RequestItems=r), clock)
-            for item in resp.get("Responses", {}).get(s.table_name, []):
-                found[(item["pk"]["S"], item["sk"]["S"])] = item
-            pending = resp.get("UnprocessedKeys", {}).get(s.table_name, {}).get("Keys", [])
-            if not pending:
-                break
-            if attempt == attempts:
-                raise RuntimeError(f"BatchGetItem left {len(pending)} key(s) unprocessed")
-            clock.sleep_ms(backoff_ms(attempt))
-    return found
+    One Query (paginated) for rows due together: it costs the bytes read / 4 KB, where
+    reading each row by key costs 1 read unit per row (docs/architecture.md, "Groups")."""
+    return {item["sk"]["S"]: item for item in query_from(ddb, s, clock, lower_sk, upper_sk, page_size=0)}
 
 
 def delete_row(ddb: Any, s: Settings, clock: Clock, pk: str, sk: str) -> None:
     call_with_retry(lambda: ddb.delete_item(TableName=s.table_name, Key=_key(pk, sk)), clock)
+
+
+DELETE_BATCH = 25  # BatchWriteItem's limit
+
+
+def _delete_chunk(ddb: Any, s: Settings, clock: Clock, keys: list[tuple[str, str]],
+                  attempts: int) -> list[tuple[str, str]]:
+    pending = [{"DeleteRequest": {"Key": _key(pk, sk)}} for pk, sk in keys]
+    for attempt in range(1, attempts + 1):
+        request = {s.table_name: pending}
+        try:
+            resp = call_with_retry(lambda r=request: ddb.batch_write_item(RequestItems=r), clock)
+        except Exception as exc:
+            obs.log("ERROR", "row delete failed", error=str(exc)[:300], rows=len(pending))
+            break
+        pending = resp.get("UnprocessedItems", {}).get(s.table_name, [])
+        if not pending:
+            return []
+        if attempt < attempts:
+            clock.sleep_ms(backoff_ms(attempt))
+    return [(r["DeleteRequest"]["Key"]["pk"]["S"], r["DeleteRequest"]["Key"]["sk"]["S"]) for r in pending]
+
+
+def delete_rows(ddb: Any, s: Settings, clock: Clock, keys: list[tuple[str, str]],
+                attempts: int = 8) -> list[tuple[str, str]]:
+    """Delete rows 25 per BatchWriteItem, ``s.send_workers`` calls at a time (the same write
+    units as one DeleteItem per row, far fewer calls); returns the keys left undeleted."""
+    chunks = [keys[i : i + DELETE_BATCH] for i in range(0, len(keys), DELETE_BATCH)]
+    parts = pmap(lambda c: _delete_chunk(ddb, s, clock, c, attempts), chunks, s.send_workers)
+    return [key for part in parts for key in part]
 
 
 def reject_row(

@@ -61,12 +61,13 @@ def test_fake_backend_keeps_the_invariants_and_matches_moto(quick_steady):
 
 
 def test_a_burst_backlog_drains_as_fast_as_the_sqs_scaling_allows():
-    """8,000 tasks due in the same second (fake backend, seed 1). Lambda's SQS event source runs
+    """8,000 tasks due in the same second, one delay-queue message per row (group_span_ms=0: a
+    backlog of 8,000 messages; fake backend, seed 1). Lambda's SQS event source runs
     5 batches at once and adds up to 300 a minute (5 a second) while messages wait; each slot
     takes a batch about every 0.2 s (pick-up + 2 calls + 10 deletes), so the backlog is gone
     after about 7 s: 50 x (5t + 2.5t^2) >= 8,000. A model that only chains one poll per full
     batch (the earlier simulator) drains it at one batch per pick-up latency: max 16 s."""
-    (r,) = run_scenario("burst", seed=1, quick=False, tasks=8_000, models=Models(), strategies=("punctual",),
+    (r,) = run_scenario("burst", seed=1, quick=False, tasks=8_000, models=Models(), strategies=("punctual-per-row",),
                         backend="fake")
     s = summarize(r)
     assert s.early == 0 and s.lost == 0 and s.delivered == s.n == 8_000

@@ -8,7 +8,7 @@ from typing import Any
 from punctual.core.arming import read_arm
 from punctual.core.cron import one_shot_cron, parse_one_shot_cron
 from punctual.core.keys import encode_sk
-from tests.support import T0_MS, Stack
+from tests.support import T0_MS, Stack, pointers_of
 
 
 def sk(offset_ms: int, task_id: str) -> str:
@@ -30,12 +30,17 @@ class SentLog:
         self.entries += params["Entries"]
 
     def delays(self) -> dict[str, int]:
-        """sk -> DelaySeconds of the last entry sent for it."""
-        return {json.loads(e["MessageBody"])["sk"]: e["DelaySeconds"] for e in self.entries}
+        """sk -> DelaySeconds of the last entry sent for it (a group's rows share its entry's)."""
+        return {p["sk"]: e["DelaySeconds"] for e in self.entries for p in pointers_of(json.loads(e["MessageBody"]))}
+
+    def sks(self) -> list[str]:
+        """The rows of every entry sent, in order."""
+        return [p["sk"] for e in self.entries for p in pointers_of(json.loads(e["MessageBody"]))]
 
 
 def delay_bodies(stack: Stack) -> list[dict[str, Any]]:
-    return stack.bodies(stack.settings.delay_queue_url)
+    """The visible delay-queue messages as one pointer per row."""
+    return stack.pointers(stack.settings.delay_queue_url)
 
 
 def rule_state(stack: Stack) -> tuple[str, int | None]:

@@ -20,6 +20,7 @@ from tests.consumer_support import (
     VISIBILITY_TIMEOUT_S,
     delivered,
     enqueue,
+    enqueue_group,
     receive_event,
     run_consumer,
     schedule,
@@ -120,19 +121,19 @@ def test_batch_sorted_by_due_waits_progressively(stack, frozen):
     assert max(e["lateness_ms"] for e in events) <= 5
     # 1200 and 1205 share one wait and one SendMessageBatch; the others go as they fall due.
     assert faults.count("SendMessageBatch") == 5
-    assert faults.count("BatchGetItem") == 5
+    assert faults.count("Query") == 5  # one range read per run of rows due together
     assert now_ms(stack) == T0_MS + 1_900
 
 
-def test_due_messages_of_a_batch_go_in_one_send_and_one_read(stack, frozen, logs):
+def test_due_messages_of_a_batch_go_in_one_send_one_read_and_one_delete(stack, frozen, logs):
     for i in range(10):
         due = T0_MS - 1_000 + i  # all past due when received
         enqueue(stack, schedule(stack, due, f"n{i}"), due, delay_seconds=0)
     faults = Faults(stack.sqs, stack.ddb)
     assert run_consumer(stack) == {"batchItemFailures": []}
     assert faults.count("SendMessageBatch") == 1
-    assert faults.count("BatchGetItem") == 1
-    assert faults.count("DeleteItem") == 10
+    assert faults.count("Query") == 1  # the ten rows' key range, one consistent read
+    assert faults.count("BatchWriteItem") == 1  # ten deletes in one call
     assert len(delivered(stack)) == 10
     [lateness] = metric_values(logs(), "LatenessMs")
     assert sorted(lateness) == list(range(991, 1001))
@@ -301,7 +302,7 @@ def test_crash_after_send_before_delete_duplicates_with_same_event_id(stack, fro
     assert stack.rows() == []
 
 
-@pytest.mark.parametrize("crash", [("before", "BatchGetItem"), ("after", "BatchGetItem"),
+@pytest.mark.parametrize("crash", [("before", "Query"), ("after", "Query"),
                                    ("before", "SendMessageBatch")])
 def test_crash_before_delivery_delivers_once_later(stack, frozen, crash):
     when, op = crash
@@ -323,7 +324,7 @@ def test_crash_before_delivery_delivers_once_later(stack, frozen, crash):
 def test_crash_after_delete_before_ack_is_dropped_on_redelivery(stack, frozen):
     sk = schedule(stack, T0_MS, "c3")
     enqueue(stack, sk, T0_MS, delay_seconds=0)
-    faults = Faults(stack.sqs, stack.ddb).crash_after("DeleteItem")
+    faults = Faults(stack.sqs, stack.ddb).crash_after("BatchWriteItem")
     with pytest.raises(InjectedCrash):
         run_consumer(stack)
     faults.clear()
@@ -341,7 +342,7 @@ def test_failed_delivery_send_keeps_row_and_fails_item(stack, frozen, code, time
     mid = event["Records"][0]["messageId"]
     assert run_consumer(stack, event) == {"batchItemFailures": [{"itemIdentifier": mid}]}
     assert delivered(stack) == [] and len(stack.rows()) == 1
-    assert faults.count("DeleteItem") == 0
+    assert faults.count("BatchWriteItem") == 0
     faults.clear()
 
     assert _redeliver(stack, frozen) == {"batchItemFailures": []}
@@ -359,7 +360,7 @@ def test_throttled_delivery_send_is_retried_in_the_invocation(stack, frozen):
 
 def test_failed_read_fails_the_items_and_sends_nothing(stack, frozen):
     enqueue(stack, schedule(stack, T0_MS, "r1"), T0_MS, delay_seconds=0)
-    Faults(stack.sqs, stack.ddb).fail("BatchGetItem", "AccessDeniedException")
+    Faults(stack.sqs, stack.ddb).fail("Query", "AccessDeniedException")
     resp = run_consumer(stack)
     assert len(resp["batchItemFailures"]) == 1
     assert delivered(stack) == [] and len(stack.rows()) == 1
@@ -368,7 +369,7 @@ def test_failed_read_fails_the_items_and_sends_nothing(stack, frozen):
 def test_failed_delete_fails_the_item_then_cleans_up(stack, frozen):
     sk = schedule(stack, T0_MS, "d1")
     enqueue(stack, sk, T0_MS, delay_seconds=0)
-    faults = Faults(stack.sqs, stack.ddb).fail("DeleteItem", "AccessDeniedException")
+    faults = Faults(stack.sqs, stack.ddb).fail("BatchWriteItem", "AccessDeniedException")
     assert len(run_consumer(stack)["batchItemFailures"]) == 1
     faults.clear()
     [first] = delivered(stack)
@@ -466,3 +467,86 @@ def test_empty_event_and_queue_url_from_arn(stack, frozen):
     assert queue_url_from_arn("arn:aws:sqs:eu-west-1:123456789012:q") == \
         "https://sqs.eu-west-1.amazonaws.com/123456789012/q"
     assert queue_url_from_arn("nope") == ""
+
+
+# -- group messages: many row pointers in one delay-queue message -----------------------
+
+def _group(stack, n, due=T0_MS, step=1, prefix="g"):
+    rows = [(schedule(stack, due + i * step, f"{prefix}{i:02}"), due + i * step) for i in range(n)]
+    enqueue_group(stack, rows)
+    return [sk for sk, _ in rows]
+
+
+def test_a_group_is_delivered_on_its_rows_due_times_with_one_read_and_batched_sends(stack, frozen):
+    # GIVEN one message pointing at 25 rows due over 240 ms
+    sks = _group(stack, 25, step=10)
+    faults = Faults(stack.sqs, stack.ddb)
+    # WHEN the consumer gets it 1 s early
+    frozen.tick(-1)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    # THEN every row is delivered once, never early, on its ms (runs of rows due within 10 ms
+    # share a wait, a read of their key range and a SendMessageBatch), and deleted
+    events = delivered(stack)
+    assert sorted(e["key"] for e in events) == sks
+    assert all(0 <= e["lateness_ms"] <= 10 for e in events)
+    assert faults.count("Query") == faults.count("SendMessageBatch") >= 10 and faults.count("BatchGetItem") == 0
+    assert stack.rows() == []
+
+
+def test_a_cancelled_row_inside_a_group_is_dropped_and_the_others_delivered(stack, frozen, logs):
+    sks = _group(stack, 5)
+    stack.ddb.delete_item(TableName=stack.settings.table_name,
+                          Key={"pk": {"S": "scheduler"}, "sk": {"S": sks[2]}})  # cancelled after enqueue
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert sorted(e["key"] for e in delivered(stack)) == [sk for i, sk in enumerate(sks) if i != 2]
+    assert [r["sk"] for r in logs() if r.get("message") == "dropped"] == [sks[2]]
+
+
+def test_a_poison_pointer_inside_a_group_fails_the_record_and_the_rest_is_delivered_once(stack, frozen, logs):
+    # GIVEN a group whose second pointer is not a row key
+    good = [schedule(stack, T0_MS + i, f"p{i}") for i in range(3)]
+    body = json.dumps({"pk": "scheduler", "due_ms": T0_MS, "enqueued_ms": T0_MS,
+                       "rows": [[good[0], 1], ["2027-01-01T00:00:00Z#iso", 1], [good[1], 1], [good[2], 1]]})
+    stack.sqs.send_message(QueueUrl=stack.settings.delay_queue_url, MessageBody=body)
+    event = receive_event(stack)
+    mid = event["Records"][0]["messageId"]
+    # THEN the valid rows are delivered, the record fails (the DLQ keeps it after its retries)
+    assert run_consumer(stack, event) == {"batchItemFailures": [{"itemIdentifier": mid}]}
+    assert sorted(e["key"] for e in delivered(stack)) == good
+    assert any(r.get("message") == "poison message" and "1 of 4" in r["reason"] for r in logs())
+    # and a redelivery drops the delivered rows (deleted) instead of sending them again
+    assert _redeliver(stack, frozen) == {"batchItemFailures": [{"itemIdentifier": mid}]}
+    assert delivered(stack) == []
+
+
+def test_a_failed_send_inside_a_group_keeps_its_rows_and_a_redelivery_sends_only_those(stack, frozen):
+    # GIVEN 15 rows due together: two SendMessageBatch calls, the second fails for good
+    sks = _group(stack, 15, step=0)
+    faults = Faults(stack.sqs, stack.ddb).fail("SendMessageBatch", "AccessDenied", first=2)
+    event = receive_event(stack)
+    mid = event["Records"][0]["messageId"]
+    assert run_consumer(stack, event) == {"batchItemFailures": [{"itemIdentifier": mid}]}
+    first = delivered(stack)
+    assert len(first) == 10 and len(stack.rows()) == 5  # the delivered ten are deleted
+    faults.clear()
+    # WHEN the message comes back: the five kept rows go, the ten deleted ones are dropped
+    assert _redeliver(stack, frozen) == {"batchItemFailures": []}
+    second = delivered(stack)
+    assert sorted(e["key"] for e in first + second) == sks and len(second) == 5
+    assert stack.rows() == []
+
+
+def test_a_crash_between_a_groups_sends_loses_nothing_and_duplicates_keep_their_event_id(stack, frozen):
+    sks = _group(stack, 15, step=0)
+    faults = Faults(stack.sqs, stack.ddb).crash_after("SendMessageBatch", nth=1)
+    with pytest.raises(InjectedCrash):
+        run_consumer(stack)
+    faults.clear()
+    first = delivered(stack)
+    assert len(first) >= 10 and len(stack.rows()) == 15  # sent (the other call runs in parallel), not deleted
+    assert _redeliver(stack, frozen) == {"batchItemFailures": []}
+    again = delivered(stack)
+    assert sorted(e["key"] for e in again) == sks  # every row, the sent ones a second time...
+    ids = {e["key"]: e["event_id"] for e in again}
+    assert all(ids[e["key"]] == e["event_id"] for e in first)  # ...with the same event_id
+    assert stack.rows() == []

@@ -21,7 +21,7 @@ from tests.functional.helpers import (
     rule_state,
     sk,
 )
-from tests.support import T0_MS
+from tests.support import T0_MS, pointers_of
 
 S = 1000
 MIN = MINUTE_MS
@@ -50,6 +50,9 @@ def poll_when_armed(stack, frozen):
 def test_default_delays_wake_the_consumer_up_to_1s_before_due(stack):
     """Default wake_early_ms = 1000: DelaySeconds is ceil towards due - 1 s, so the message is
     visible at most 1 s early (the consumer waits the rest) and never earlier than that."""
+    # one message per row (these rows are due within a second of each other: grouped, they
+    # would share the first one's delay; see test_rows_due_together_share_one_message)
+    stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, group_span_ms=0)
     log = SentLog(stack.sqs)
     assert stack.settings.wake_early_ms == 1000
     rows = {
@@ -70,8 +73,8 @@ def test_default_delays_wake_the_consumer_up_to_1s_before_due(stack):
 
 
 def test_window_rows_sent_with_exact_delays(stack, frozen):
-    """wake_early_ms = 0: DelaySeconds is ceil to the due time itself."""
-    stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, wake_early_ms=0)
+    """wake_early_ms = 0: DelaySeconds is ceil to the due time itself (one message per row)."""
+    stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, wake_early_ms=0, group_span_ms=0)
     log = SentLog(stack.sqs)
     rows = {
         sk(-86_400 * S, "past-day"): 0,
@@ -189,9 +192,13 @@ def _big_window(stack, n: int, pad_bytes: int):
     rec = RecordingSqs(stack.sqs)
     stack.deps.sqs = rec
     report = poll(stack.deps)
-    sent = [json.loads(e["MessageBody"])["sk"] for e in rec.entries]
+    sent = [p["sk"] for e in rec.entries for p in pointers_of(json.loads(e["MessageBody"]))]
     assert report.sent == n == len(sent) == len(set(sent))  # all sent, exactly once
-    assert rec.calls == -(-n // 10)
+    # rows due within group_span_ms of a message's first row share it; 10 messages per call
+    groups = [[int(p["sk"][:13]) for p in pointers_of(json.loads(e["MessageBody"]))] for e in rec.entries]
+    assert all(g[-1] - g[0] <= stack.settings.group_span_ms for g in groups)
+    assert len(groups) < n if step < stack.settings.group_span_ms else len(groups) == n
+    assert rec.calls == -(-len(rec.entries) // 10)
     assert all(0 <= e["DelaySeconds"] <= 900 for e in rec.entries)
     assert rule_state(stack)[0] == "ENABLED"
     return faults

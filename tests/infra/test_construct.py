@@ -345,7 +345,7 @@ def test_least_privilege(demo):
     )
     assert grants(d, s.consumer_function.role) == (
         pairs(logs, log_group(s.consumer_function))
-        | pairs(["dynamodb:BatchGetItem", "dynamodb:DeleteItem"], table)
+        | pairs(["dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"], table)
         | pairs(["sqs:SendMessage"], delivery, rejected)
         # the SQS event source (ChangeMessageVisibility is also how the consumer puts a message back)
         | pairs(["sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage",

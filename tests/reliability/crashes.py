@@ -28,12 +28,17 @@ START = T0 + 10_000
 HORIZON = START + 2 * 3_600_000
 TARGETS = ("poller", "consumer", "editor")
 
-# the representative scenario: past due, due in seconds, inside the window, beyond it, plus one bad row
+# the representative scenario: past due, due in seconds, inside the window, beyond it, plus one bad
+# row; "window" and "beyond" each have twins due within group_span_ms, so they travel as groups
+# (one delay-queue message with several row pointers, docs/architecture.md "Groups")
 ROWS = {
     "past": T0 - 3_600_000,
     "soon": START + 5_000,
     "window": START + 14 * 60_000,
+    "window-twin": START + 14 * 60_000,
+    "window-late": START + 14 * 60_000 + 600,
     "beyond": START + 16 * 60_000,
+    "beyond-twin": START + 16 * 60_000 + 1,
 }
 BAD_SK = "2027-01-01T00:20:00Z#iso-is-not-ms"
 

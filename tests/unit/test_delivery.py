@@ -48,7 +48,7 @@ def pending(due, pos=0, sk=None):
 
 
 def test_parse_valid_record():
-    p = parse_record(record(good_body(), count="3"), 4, "scheduler")
+    (p,) = parse_record(record(good_body(), count="3"), 4, "scheduler").pointers
     assert p.message_id == "m1" and p.receipt_handle == "rh" and p.position == 4
     assert p.receive_count == 3 and p.due_ms == DUE and p.key == ("scheduler", SK)
     assert p.message.attempt == 1
@@ -58,18 +58,18 @@ def test_parse_ignores_unknown_fields_and_defaults_attempt():
     data = json.loads(good_body())
     del data["attempt"]
     data["future_field"] = "x"
-    assert parse_record(record(json.dumps(data)), 0, "scheduler").message.attempt == 1
+    assert parse_record(record(json.dumps(data)), 0, "scheduler").pointers[0].message.attempt == 1
 
 
 @pytest.mark.parametrize("count,expected", [("1", 1), ("7", 7), (None, 1), ("x", 1), ("0", 1)])
 def test_receive_count(count, expected):
     rec = record(good_body(), count=count)
-    assert parse_record(rec, 0, "scheduler").receive_count == expected
+    assert parse_record(rec, 0, "scheduler").pointers[0].receive_count == expected
 
 
 def test_missing_attributes_means_first_receive():
     rec = {"messageId": "m", "receiptHandle": "h", "body": good_body()}
-    assert parse_record(rec, 0, "scheduler").receive_count == 1
+    assert parse_record(rec, 0, "scheduler").pointers[0].receive_count == 1
 
 
 @pytest.mark.parametrize(
@@ -207,3 +207,62 @@ def test_not_yet_due():
     assert not_yet_due([], 10) == 0
     assert not_yet_due([5, 10], 10) == 0
     assert not_yet_due([5, 12, 11], 10) == 2
+
+
+# -- group messages (many row pointers in one record) ----------------------------------
+
+def group_body(sks, **over):
+    data = {"pk": "scheduler", "due_ms": DUE, "enqueued_ms": DUE - 5000, "rows": [[sk, 1] for sk in sks]}
+    data.update(over)
+    return json.dumps(data)
+
+
+def test_a_group_record_gives_one_pointer_per_row_sharing_the_record():
+    sks = [f"{DUE}#a", f"{DUE + 3}#b", f"{DUE + 900}#c"]
+    parsed = parse_record(record(group_body(sks), mid="g1", count="2"), 3, "scheduler")
+    assert parsed.poison is None
+    assert [(p.message.sk, p.due_ms, p.message_id, p.receive_count, p.group_size) for p in parsed.pointers] == [
+        (sks[0], DUE, "g1", 2, 3), (sks[1], DUE + 3, "g1", 2, 3), (sks[2], DUE + 900, "g1", 2, 3)]
+
+
+def test_the_group_body_round_trips_and_one_row_is_sent_as_a_plain_pointer():
+    from punctual.core.models import DelayGroup
+
+    rows = [(f"{DUE}#a", DUE, 1), (f"{DUE + 5}#b", DUE + 5, 2)]
+    parsed = parse_record(record(DelayGroup.body_of("scheduler", rows, DUE - 10)), 0, "scheduler")
+    assert [(p.message.sk, p.due_ms, p.message.attempt) for p in parsed.pointers] == rows
+    single = json.loads(DelayGroup.body_of("scheduler", rows[:1], DUE - 10))
+    assert single == {"pk": "scheduler", "sk": rows[0][0], "due_ms": DUE, "attempt": 1, "enqueued_ms": DUE - 10}
+
+
+def test_a_poison_pointer_inside_a_group_leaves_the_others_usable():
+    parsed = parse_record(record(group_body([f"{DUE}#a", "not-a-key", f"{DUE + 1}#b"])), 0, "scheduler")
+    assert [p.message.sk for p in parsed.pointers] == [f"{DUE}#a", f"{DUE + 1}#b"]
+    assert parsed.poison and "1 of 3" in parsed.poison
+
+
+@pytest.mark.parametrize("body,why", [
+    (group_body(["bad", "worse"]), "invalid"),
+    (group_body([]), "no rows"),
+    (group_body([f"{DUE}#a"], pk="other"), "partition"),
+    (group_body([f"{DUE}#a"], pk="__punctual__"), "partition"),
+    (json.dumps({"pk": "scheduler", "due_ms": DUE, "enqueued_ms": 0, "rows": [[f"{DUE}#a", "1"]]}), "DelayGroup"),
+    (json.dumps({"pk": "scheduler", "due_ms": DUE, "enqueued_ms": 0, "rows": "x"}), "DelayGroup"),
+])
+def test_poison_groups(body, why):
+    with pytest.raises(PoisonMessage, match=why):
+        parse_record(record(body), 0, "scheduler")
+
+
+def test_plan_batch_decides_a_group_by_its_earliest_row_with_its_extra_wake():
+    from punctual.core.planning import group_extra_wake_ms
+
+    now = DUE - 2000 - group_extra_wake_ms(500)  # the 500-row group is just inside its wait band
+    big = [Pending("big", "h", DelayMessage(pk="scheduler", sk=f"{DUE + i}#x{i}", due_ms=DUE + i, enqueued_ms=0),
+                   1, 0, group_size=500) for i in range(500)]
+    lone = pending(DUE, pos=1)  # due as soon as the group's first row, but a single row: put back
+    plan = plan_batch([*big, lone], now, max_wait_ms=2000)
+    assert [p.message_id for p in plan.keep] == ["big"] * 500
+    assert [(rec.message_id, s) for rec, s in plan.put_back] == [("m1", 2)]
+    later = plan_batch(big, now - 1000, max_wait_ms=2000)  # a second earlier: the whole group goes back, once
+    assert later.keep == [] and [(rec.message.sk, s) for rec, s in later.put_back] == [(big[0].message.sk, 3)]

@@ -1,13 +1,11 @@
-"""Adapters the consumer relies on: size-aware send batches and batched consistent reads."""
+"""Adapters the consumer relies on: size-aware send batches, range reads and batched deletes."""
 
 from __future__ import annotations
-
-import pytest
 
 from punctual.core.clock import ManualClock
 from punctual.core.config import Settings
 from punctual.core.queues import MAX_BATCH_BYTES, Outgoing, batches, send_all
-from punctual.core.store import get_rows
+from punctual.core.store import delete_rows, rows_between
 
 
 def out(n, size=10):
@@ -46,23 +44,35 @@ def test_send_all_never_exceeds_the_batch_size_limit():
 
 
 class FakeDdb:
-    """BatchGetItem that leaves some keys unprocessed on the first calls."""
+    """BatchWriteItem that leaves half of the deletes unprocessed for the first rounds, and a
+    Query that pages."""
 
     def __init__(self, rows, unprocessed_rounds=1):
-        self.rows, self.rounds, self.calls = rows, unprocessed_rounds, []
+        self.rows, self.rounds, self.calls = dict(rows), unprocessed_rounds, []
 
-    def batch_get_item(self, RequestItems):  # noqa: N803
-        [(table, req)] = RequestItems.items()
-        assert req["ConsistentRead"] is True and len(req["Keys"]) <= 100
-        keys = req["Keys"]
-        self.calls.append(len(keys))
-        held = keys[len(keys) // 2 :] if self.rounds > 0 else []
+    def batch_write_item(self, RequestItems):  # noqa: N803
+        [(table, reqs)] = RequestItems.items()
+        assert len(reqs) <= 25
+        self.calls.append(len(reqs))
+        held = reqs[len(reqs) // 2 :] if self.rounds > 0 else []
         self.rounds -= 1
-        served = [k for k in keys if k not in held]
-        items = [self.rows[(k["pk"]["S"], k["sk"]["S"])] for k in served if (k["pk"]["S"], k["sk"]["S"]) in self.rows]
-        resp = {"Responses": {table: items}}
-        if held:
-            resp["UnprocessedKeys"] = {table: {"Keys": held, "ConsistentRead": True}}
+        for r in reqs:
+            if r not in held:
+                key = r["DeleteRequest"]["Key"]
+                self.rows.pop((key["pk"]["S"], key["sk"]["S"]), None)
+        return {"UnprocessedItems": {table: held} if held else {}}
+
+    def query(self, TableName, KeyConditionExpression, ExpressionAttributeValues, ConsistentRead,  # noqa: N803
+              ExclusiveStartKey=None, **_):
+        assert ConsistentRead is True and "BETWEEN" in KeyConditionExpression and "Limit" not in _
+        lo, hi = ExpressionAttributeValues[":l"]["S"], ExpressionAttributeValues[":u"]["S"]
+        keys = sorted(sk for pk, sk in self.rows if lo <= sk <= hi)
+        if ExclusiveStartKey:
+            keys = [k for k in keys if k > ExclusiveStartKey["sk"]["S"]]
+        page = keys[:2]
+        resp = {"Items": [self.rows[("scheduler", k)] for k in page]}
+        if len(keys) > 2:
+            resp["LastEvaluatedKey"] = {"pk": {"S": "scheduler"}, "sk": {"S": page[-1]}}
         return resp
 
 
@@ -70,21 +80,25 @@ def row(sk):
     return {"pk": {"S": "scheduler"}, "sk": {"S": sk}, "payload": {"M": {}}}
 
 
-def test_get_rows_retries_unprocessed_keys_and_dedupes():
-    rows = {("scheduler", f"k{i}"): row(f"k{i}") for i in range(0, 150, 2)}
+def test_delete_rows_by_25_retrying_unprocessed_items():
+    rows = {("scheduler", f"k{i:03}"): row(f"k{i:03}") for i in range(60)}
     ddb, clock = FakeDdb(rows), ManualClock()
-    keys = [("scheduler", f"k{i}") for i in range(150)] + [("scheduler", "k0")]
-    found = get_rows(ddb, Settings(), clock, keys)
-    assert set(found) == set(rows)
-    assert ddb.calls[0] == 100 and sum(ddb.calls) > 150  # unprocessed keys asked again
+    left = delete_rows(ddb, Settings(send_workers=1), clock, list(rows))
+    assert left == [] and ddb.rows == {}
+    assert max(ddb.calls) == 25 and ddb.calls[:2] == [25, 13]  # the unprocessed half asked again
     assert clock.slept_ms > 0  # backed off
 
 
-def test_get_rows_gives_up_when_keys_stay_unprocessed():
-    ddb = FakeDdb({}, unprocessed_rounds=100)
-    with pytest.raises(RuntimeError, match="unprocessed"):
-        get_rows(ddb, Settings(), ManualClock(), [("scheduler", "a"), ("scheduler", "b")], attempts=3)
+def test_delete_rows_returns_the_keys_left_undeleted():
+    rows = {("scheduler", "a"): row("a"), ("scheduler", "b"): row("b")}
+    ddb = FakeDdb(rows, unprocessed_rounds=100)
+    assert delete_rows(ddb, Settings(), ManualClock(), list(rows), attempts=3) == [("scheduler", "b")]
+    assert list(ddb.rows) == [("scheduler", "b")]
+    assert delete_rows(FakeDdb({}), Settings(), ManualClock(), []) == []
 
 
-def test_get_rows_empty():
-    assert get_rows(FakeDdb({}), Settings(), ManualClock(), []) == {}
+def test_rows_between_reads_the_inclusive_range_across_pages():
+    rows = {("scheduler", k): row(k) for k in ("a", "b", "c", "d", "e", "f")}
+    found = rows_between(FakeDdb(rows), Settings(), ManualClock(), "b", "e")
+    assert sorted(found) == ["b", "c", "d", "e"]
+    assert found["c"] == row("c")

@@ -181,3 +181,40 @@ def test_deferring_orphans_never_drops_a_row_and_always_checks_again(rows):
         assert later.orphan_check_ms is not None and later.orphan_check_ms >= now + GRACE  # a poll follows
     else:
         assert later is plan
+
+
+# -- groups: rows due together share one delay-queue message ---------------------------
+
+def test_group_by_due_splits_by_span_from_the_first_row():
+    from punctual.core.planning import group_by_due
+
+    dues = [0, 400, 1000, 1001, 2500, 9000]
+    assert [list(g) for g in group_by_due(dues, [1] * 6, span_ms=1000)] == [[0, 1, 2], [3], [4], [5]]
+    assert [list(g) for g in group_by_due(dues, [1] * 6, span_ms=0)] == [[0], [1], [2], [3], [4], [5]]
+    assert group_by_due([], [], span_ms=1000) == []
+
+
+def test_group_by_due_caps_rows_and_bytes_and_never_drops_a_big_row():
+    from punctual.core.planning import group_by_due
+
+    assert [len(g) for g in group_by_due([5] * 7, [1] * 7, span_ms=10, max_rows=3)] == [3, 3, 1]
+    assert [len(g) for g in group_by_due([5] * 5, [40, 40, 90, 10, 10], span_ms=10, max_bytes=100)] == [2, 2, 1]
+    with pytest.raises(ValueError):
+        group_by_due([1, 2], [1], span_ms=10)
+
+
+@given(st.lists(st.integers(0, 5000), max_size=60).map(sorted), st.integers(0, 2000), st.integers(1, 7))
+def test_groups_cover_every_row_once_in_order_within_span_and_cap(dues, span, cap):
+    from punctual.core.planning import group_by_due
+
+    groups = group_by_due(dues, [1] * len(dues), span_ms=span, max_rows=cap)
+    assert [i for g in groups for i in g] == list(range(len(dues)))
+    for g in groups:
+        assert 1 <= len(g) <= cap and dues[g[-1]] - dues[g[0]] <= span
+
+
+def test_group_extra_wake_grows_with_size_up_to_its_cap():
+    from punctual.core.planning import GROUP_MAX_EXTRA_WAKE_MS, group_extra_wake_ms
+
+    assert group_extra_wake_ms(1) == 0 and 0 < group_extra_wake_ms(10) < group_extra_wake_ms(500)
+    assert group_extra_wake_ms(100_000) == GROUP_MAX_EXTRA_WAKE_MS

@@ -1,12 +1,16 @@
-"""Consumer: delay-queue batch -> wait to the exact ms -> verify the row -> deliver -> delete.
+"""Consumer: delay-queue batch -> wait to the exact ms -> verify the rows -> deliver -> delete.
 
-For each record (a DelayMessage pointer to a row):
-1. poison (not a DelayMessage for our partition) -> batch item failure, logged (ends in the DLQ);
-2. due later than ``max_wait_ms`` -> ChangeMessageVisibility to its due time, batch item failure;
-3. otherwise, in due order, groups of records due together: wait to the last due ms,
-   read the rows (consistent), drop missing rows (cancelled or rescheduled), reject rows
-   that became invalid, re-check the clock, SendMessageBatch the delivered events, then
-   delete the delivered rows. A failed send keeps the row and fails the record.
+Each record is a message pointing at one row (DelayMessage) or at a group of rows due together
+(DelayGroup, docs/architecture.md "Groups"):
+1. poison (not a pointer message for our partition) -> batch item failure, logged (ends in the
+   DLQ); a group with some unusable row keys delivers the rest and fails likewise;
+2. due later than ``max_wait_ms`` (a group: plus its extra wake) -> ChangeMessageVisibility to
+   its due time, batch item failure;
+3. otherwise, in due order, runs of rows due together: wait to the last due ms, read their sk
+   range (one consistent Query), drop missing rows (cancelled or rescheduled), reject rows that
+   became invalid, re-check the clock, SendMessageBatch the delivered events (``send_workers``
+   calls at a time), then delete the delivered rows (BatchWriteItem, while waiting for the next
+   run or at the end). A failed send keeps the row and fails its record.
 
 A crash anywhere loses nothing: the batch is redelivered after the visibility timeout and
 the row exists until after its event was sent (duplicates carry the same ``event_id``).
@@ -33,7 +37,7 @@ from punctual.core.models import DeliveredEvent, RowRejected, Task, delivery_bod
 from punctual.core.queues import Outgoing, send_all
 from punctual.core.retry import call_with_retry
 from punctual.core.runtime import Deps
-from punctual.core.store import delete_row, get_rows, reject_row
+from punctual.core.store import delete_rows, reject_row, rows_between
 
 
 @dataclass
@@ -44,6 +48,7 @@ class ConsumeReport:
     rejected: int = 0
     put_back: int = 0
     poison: int = 0
+    undeleted: list[tuple[Pending, Task]] = field(default_factory=list)  # delivered, row not yet deleted
 
     def response(self) -> dict[str, Any]:
         seen = dict.fromkeys(self.failures)
@@ -56,6 +61,19 @@ def queue_url_from_arn(arn: str) -> str:
     if len(parts) != 6 or parts[2] != "sqs":
         return ""
     return f"https://sqs.{parts[3]}.amazonaws.com/{parts[4]}/{parts[5]}"
+
+
+# Rows delivered so far are deleted before a wait of at least this long (else after the batch).
+DELETE_WHILE_WAITING_MS = 50
+
+
+def _poison(record: Any, position: int, reason: str, report: ConsumeReport) -> None:
+    mid = message_id_of(record, position)
+    attrs = record.get("attributes") if isinstance(record, dict) else None
+    count = attrs.get("ApproximateReceiveCount") if isinstance(attrs, dict) else None
+    obs.log("ERROR", "poison message", message_id=mid, reason=reason, receive_count=count)
+    report.failures.append(mid)
+    report.poison += 1
 
 
 def _put_back(deps: Deps, queue_url: str, rec: Pending, seconds: int, report: ConsumeReport) -> None:
@@ -79,7 +97,9 @@ def _verify(deps: Deps, group: list[Pending], report: ConsumeReport) -> list[tup
     """Read the rows of ``group``; return what to deliver, resolving the rest."""
     s, clock = deps.settings, deps.clock
     try:
-        rows = get_rows(deps.ddb, s, clock, [rec.key for rec in group])
+        found = rows_between(deps.ddb, s, clock, min(rec.message.sk for rec in group),
+                             max(rec.message.sk for rec in group))
+        rows = {(s.partition_key_value, sk): item for sk, item in found.items()}
     except Exception as exc:
         obs.log("ERROR", "row read failed", error=str(exc)[:300], sks=[rec.message.sk for rec in group])
         report.failures += [rec.message_id for rec in group]
@@ -122,9 +142,9 @@ def _deliver(deps: Deps, todo: list[tuple[Pending, Task]], report: ConsumeReport
         sleep_until(clock, max(task.due_ms for _, task in todo))
         now = clock.now_ms()
     events = [DeliveredEvent.for_task(task, delivered_at_ms=now, attempt=rec.receive_count) for rec, task in todo]
-    failed = {f.ref: f for f in send_all(deps.sqs, s.delivery_queue_url,
-                                           [Outgoing(ref=i, body=delivery_body(ev, task, s.event_format))
-                                            for i, (ev, (_, task)) in enumerate(zip(events, todo, strict=True))], clock)}
+    out = [Outgoing(ref=i, body=delivery_body(ev, task, s.event_format))
+           for i, (ev, (_, task)) in enumerate(zip(events, todo, strict=True))]
+    failed = {f.ref: f for f in send_all(deps.sqs, s.delivery_queue_url, out, clock, workers=s.send_workers)}
     for i, ((rec, task), ev) in enumerate(zip(todo, events, strict=True)):
         failure = failed.get(i)
         if failure is not None:
@@ -141,16 +161,20 @@ def _deliver(deps: Deps, todo: list[tuple[Pending, Task]], report: ConsumeReport
         if s.log_payloads:
             fields["payload"] = ev.payload
         obs.log("INFO", "delivered", **fields)
-    for i, (rec, task) in enumerate(todo):
-        if i in failed:
-            continue
-        try:
-            delete_row(deps.ddb, s, clock, task.pk, task.sk)
-        except Exception as exc:
-            # Delivered but still scheduled: redeliver the pointer so the row is cleaned up
-            # (the duplicate carries the same event_id).
-            obs.log("ERROR", "delete after delivery failed", message_id=rec.message_id, sk=task.sk,
-                    error=str(exc)[:300])
+    report.undeleted += [(rec, task) for i, (rec, task) in enumerate(todo) if i not in failed]
+
+
+def _delete_delivered(deps: Deps, report: ConsumeReport) -> None:
+    """Delete the rows delivered so far. One left undeleted is still scheduled: its record is
+    failed, so the pointer comes back and the row is cleaned up then (the duplicate carries the
+    same event_id)."""
+    todo, report.undeleted = report.undeleted, []
+    if not todo:
+        return
+    left = set(delete_rows(deps.ddb, deps.settings, deps.clock, [(t.pk, t.sk) for _, t in todo]))
+    for rec, task in todo:
+        if (task.pk, task.sk) in left:
+            obs.log("ERROR", "delete after delivery failed", message_id=rec.message_id, sk=task.sk)
             report.failures.append(rec.message_id)
 
 
@@ -175,14 +199,13 @@ def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     source_arn = ""
     for position, record in enumerate(records):
         try:
-            parsed.append(parse_record(record, position, s.partition_key_value))
+            one = parse_record(record, position, s.partition_key_value)
         except PoisonMessage as exc:
-            mid = message_id_of(record, position)
-            attrs = record.get("attributes") if isinstance(record, dict) else None
-            count = attrs.get("ApproximateReceiveCount") if isinstance(attrs, dict) else None
-            obs.log("ERROR", "poison message", message_id=mid, reason=str(exc), receive_count=count)
-            report.failures.append(mid)
-            report.poison += 1
+            _poison(record, position, str(exc), report)
+        else:
+            parsed += one.pointers
+            if one.poison:
+                _poison(record, position, one.poison, report)
         if isinstance(record, dict) and isinstance(record.get("eventSourceARN"), str):
             source_arn = record["eventSourceARN"]
 
@@ -200,8 +223,10 @@ def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
             _deliver(deps, _verify(deps, group, report), report)
         except Exception as exc:  # an unexpected bug: retry this group, keep the rest of the batch going
             obs.log("ERROR", "delivery group failed", error=repr(exc)[:300],
-                    message_ids=[rec.message_id for rec in group])
+                    message_ids=sorted({rec.message_id for rec in group}))
             report.failures += [rec.message_id for rec in group]
+        if not keep or keep[0].due_ms - clock.now_ms() >= DELETE_WHILE_WAITING_MS:
+            _delete_delivered(deps, report)  # deletes never hold back a run that is due
 
     _emit_metrics(deps, report)
     return report.response()

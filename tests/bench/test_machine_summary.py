@@ -1,0 +1,57 @@
+"""``punctual bench --json``: the machine-readable summary is built from the run's Summary rows."""
+
+from __future__ import annotations
+
+import json
+
+from punctual.bench.report import Summary, machine_summary, strategy_figures
+
+
+def _summary(strategy: str, scenario: str = "burst", **changes) -> Summary:
+    fields = dict(strategy=strategy, scenario=scenario, n=1_000, delivered=998, lost=2, early=0, duplicates=3,
+                  p50=12.4, p90=80.6, p99=640.0, max=1_234.5, invocations=10, idle_per_day=0.0,
+                  requests_per_task=2.987654, by_api={}, usd_per_million=1.234567, cost_parts={}, wall_s=1.0)
+    return Summary(**{**fields, **changes})
+
+
+def test_one_scenario_gives_one_object_in_the_issue_shape():
+    doc = machine_summary([_summary("punctual"), _summary("cdk-scheduler", early=1_000, p50=-900.2)])
+
+    assert doc == {
+        "scenario": "burst", "tasks": 1_000, "sqs_model": "early",
+        "strategies": {
+            "punctual": {"delivered": 998, "lost": 2, "early": 0, "duplicates": 3, "p50_ms": 12, "p90_ms": 81,
+                         "p99_ms": 640, "max_ms": 1_234, "usd_per_million": 1.2346, "requests_per_task": 2.9877},
+            "cdk-scheduler": {"delivered": 998, "lost": 2, "early": 1_000, "duplicates": 3, "p50_ms": -900,
+                              "p90_ms": 81, "p99_ms": 640, "max_ms": 1_234, "usd_per_million": 1.2346,
+                              "requests_per_task": 2.9877},
+        },
+    }
+    assert json.loads(json.dumps(doc)) == doc
+
+
+def test_lateness_is_whole_ms_or_null_when_nothing_was_delivered():
+    figures = strategy_figures(_summary("punctual", delivered=0, lost=1_000, p50=None, p90=None, p99=None, max=None))
+    assert [figures[k] for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms")] == [None, None, None, None]
+    assert isinstance(strategy_figures(_summary("punctual"))["p50_ms"], int)
+    assert '"p99_ms": null' in json.dumps(figures)
+
+
+def test_several_scenarios_give_a_list_in_the_order_of_the_summaries():
+    doc = machine_summary([_summary("punctual", "steady", n=400), _summary("punctual", "burst"),
+                           _summary("eventbridge-scheduler", "steady", n=400)])
+    assert isinstance(doc, list)
+    assert [(o["scenario"], o["tasks"], sorted(o["strategies"])) for o in doc] == [
+        ("steady", 400, ["eventbridge-scheduler", "punctual"]), ("burst", 1_000, ["punctual"])]
+
+
+def test_the_on_time_model_goes_under_on_time_with_the_same_strategies_map():
+    early = [_summary("punctual", early=5), _summary("cdk-scheduler", early=900)]
+    on_time = [_summary("punctual", early=0, sqs_model="on-time"),
+               _summary("cdk-scheduler", early=700, sqs_model="on-time")]
+    doc = machine_summary(early, on_time)
+    assert doc["sqs_model"] == "early"
+    assert {k: v["early"] for k, v in doc["strategies"].items()} == {"punctual": 5, "cdk-scheduler": 900}
+    assert {k: v["early"] for k, v in doc["on_time"].items()} == {"punctual": 0, "cdk-scheduler": 700}
+    assert doc["on_time"]["punctual"].keys() == doc["strategies"]["punctual"].keys()
+    assert "on_time" not in machine_summary(early)
