@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 from . import prices
@@ -43,6 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "punctual-per-row with group_span_ms=0")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="override a model parameter (see punctual/bench/models.py)")
+    p.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
+                   help="override an integer Settings field in every Punctual run (e.g. wake_early_ms=250, "
+                        "group_span_ms=0; see punctual/core/config.py)")
     p.add_argument("--out", default="bench/results", help="output directory (default: bench/results)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--backend", choices=("moto", "fake"), default="moto",
@@ -58,15 +61,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only rebuild results.md from the results-*.json of earlier partial runs in --out")
 
 
+def settings_overrides(pairs: list[str]) -> dict[str, int]:
+    """``--setting NAME=VALUE`` pairs as Settings overrides (integer fields only)."""
+    from punctual.core.config import Settings
+
+    kinds = {f.name: f.type for f in fields(Settings)}
+    out: dict[str, int] = {}
+    for pair in pairs:
+        name, _, raw = pair.partition("=")
+        if kinds.get(name) not in (int, "int"):
+            known = ", ".join(sorted(n for n, k in kinds.items() if k in (int, "int")))
+            raise SystemExit(f"--setting {name!r}: not an integer Settings field; known: {known}")
+        try:
+            out[name] = int(raw)
+        except ValueError:
+            raise SystemExit(f"--setting {pair!r}: {raw!r} is not an integer") from None
+    return out
+
+
 def run_scenario(name: str, seed: int, quick: bool, models: Models, strategies=STRATEGIES,
-                 tasks: int | None = None, backend: str = "moto") -> list[RunResult]:
+                 tasks: int | None = None, backend: str = "moto",
+                 settings: dict[str, int] | None = None) -> list[RunResult]:
     sc = build(name, seed, quick=quick, n=tasks)
     m = replace(models, **FAULT_RATES) if sc.faults else models
     out: list[RunResult] = []
     for strategy in strategies:
         started = time.perf_counter()
         if strategy == "punctual" or strategy in EXPERIMENTS:
-            r = PunctualSim(sc, m, seed, settings=EXPERIMENTS.get(strategy), backend=backend, name=strategy).run()
+            r = PunctualSim(sc, m, seed, settings={**(settings or {}), **EXPERIMENTS.get(strategy, {})},
+                            backend=backend, name=strategy).run()
         elif strategy == "cdk-scheduler":
             r = cdk_scheduler(sc, m, seed)
         else:
@@ -100,7 +123,8 @@ def _command(args: argparse.Namespace) -> str:
             + "".join(f" --strategy {st}" for st in (args.strategy or []))
             + (f" --backend {backend}" if backend != "moto" else "")
             + (f" --sqs-model {sqs_model}" if sqs_model != "early" else "")
-            + "".join(f" --set {kv}" for kv in args.set))
+            + "".join(f" --set {kv}" for kv in args.set)
+            + "".join(f" --setting {kv}" for kv in getattr(args, "setting", [])))
 
 
 def _summary_order(s: Summary) -> tuple[int, int]:
@@ -126,7 +150,8 @@ def _run_all(args: argparse.Namespace, model_list: list[Models]) -> tuple[list[R
         for models in model_list:
             started = time.perf_counter()
             rs = run_scenario(name, args.seed, args.quick, models, strategies, args.tasks,
-                              backend=getattr(args, "backend", "moto"))
+                              backend=getattr(args, "backend", "moto"),
+                              settings=settings_overrides(getattr(args, "setting", [])))
             label = sqs_model_label(models)
             results += rs if models is model_list[0] else [replace(r, strategy=f"{r.strategy} ({label})") for r in rs]
             summaries += [replace(summarize(r), sqs_model=label) for r in rs]

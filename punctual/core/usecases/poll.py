@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from punctual.core import observability as obs
@@ -53,7 +53,6 @@ class PollReport:
     deferred: int = 0
     busy: bool = False  # another poll held the lease: this one only armed the next minute
     next_minute_ms: int | None = None
-    delays: list[int] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -160,7 +159,6 @@ def poll(deps: Deps) -> PollReport:
         report.rejected += 1
     sent = claim_and_send(deps.ddb, deps.sqs, s, clock, [send.task for send in plan.sends])
     report.sent, report.skipped, report.failed = len(sent.sent), len(sent.skipped), len(sent.failed)
-    report.delays = [send.delay_seconds for send in plan.sends]
     orphan_check = plan.orphan_check_ms
     if sent.skipped:
         # Claimed by someone else (the editor, an overlapping poll) after we read them: their
