@@ -10,11 +10,11 @@ from typing import Any
 
 from punctual.core import observability as obs
 from punctual.core.runtime import default_deps
-from punctual.core.usecases.poll import poll
+from punctual.core.usecases.poll import invocation_token, poll
 
 __all__ = ["handler", "poll"]
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     obs.start_invocation(context)
-    return poll(default_deps()).summary()
+    return poll(default_deps(), token=invocation_token(event, context)).summary()

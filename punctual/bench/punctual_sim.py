@@ -439,18 +439,20 @@ class PunctualSim:
         if gen != self.rule_gen:
             return
         self.result.counters["rule_fired"] += 1
-        self._invoke_poller(self.engine.now, attempt=0)
+        self._invoke_poller(self.engine.now, attempt=0, token=f"rule-event-{self.result.counters['rule_fired']}")
 
-    def _invoke_poller(self, t: int, attempt: int) -> None:
+    def _invoke_poller(self, t: int, attempt: int, token: str) -> None:
+        """One attempt of the rule's invocation; Lambda's retries carry the same event (token)."""
         from punctual.core.usecases.poll import poll
 
         def done(proc: Process) -> None:
             if proc.error is not None and attempt < len(self.m.async_retry_delays_ms):
                 self.result.counters["poller_retries"] += 1
                 delay = self.m.async_retry_delays_ms[attempt]
-                self.engine.at(self.engine.now + delay, lambda: self._invoke_poller(self.engine.now, attempt + 1))
+                self.engine.at(self.engine.now + delay,
+                               lambda: self._invoke_poller(self.engine.now, attempt + 1, token))
 
-        self._invoke("poller", t, lambda: poll(self.deps), done)
+        self._invoke("poller", t, lambda: poll(self.deps, token), done)
 
     # ---------------------------------------------------------------- delay queue -> consumer
     def _esm_limit(self) -> int:

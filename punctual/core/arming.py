@@ -42,6 +42,7 @@ class ArmState:
     armed_ms: int | None  # None: disabled
     version: int  # 0: the meta row does not exist yet
     polling_ms: int | None = None  # a poll started then and has not finished its arming yet
+    polling_token: str | None = None  # that poll's token (see arm_no_later_than)
 
 
 def _state(item: dict[str, Any] | None) -> ArmState:
@@ -53,6 +54,7 @@ def _state(item: dict[str, Any] | None) -> ArmState:
         int(armed) if armed is not None else None,
         int(item.get("version", {}).get("N", "0")),
         int(polling) if polling is not None else None,
+        item.get("polling_token", {}).get("S"),
     )
 
 
@@ -79,7 +81,7 @@ def compare_and_set(
 
     Only the poller calls this, at the end of a poll: it also clears ``polling_ms``.
     """
-    names = {"#v": "version", "#a": "armed_ms", "#u": "updated_ms", "#p": "polling_ms"}
+    names = {"#v": "version", "#a": "armed_ms", "#u": "updated_ms", "#p": "polling_ms", "#t": "polling_token"}
     values: dict[str, Any] = {":next": {"N": str(expected_version + 1)}, ":now": {"N": str(clock.now_ms())}}
     if expected_version == 0:
         cond = "attribute_not_exists(#v)"
@@ -87,9 +89,9 @@ def compare_and_set(
         cond = "#v = :expected"
         values[":expected"] = {"N": str(expected_version)}
     if armed_ms is None:
-        update = "SET #v = :next, #u = :now REMOVE #a, #p"
+        update = "SET #v = :next, #u = :now REMOVE #a, #p, #t"
     else:
-        update = "SET #v = :next, #u = :now, #a = :armed REMOVE #p"
+        update = "SET #v = :next, #u = :now, #a = :armed REMOVE #p, #t"
         values[":armed"] = {"N": str(armed_ms)}
     if _update_meta(ddb, s, clock, update, cond, names, values) is None:
         return None
@@ -105,6 +107,7 @@ def arm_no_later_than(
     rounds: int = 8,
     polling_since_ms: int | None = None,
     lease_cut_ms: int | None = None,
+    lease_token: str | None = None,
 ) -> ArmState:
     """Arm for ``minute_ms`` unless an earlier, live arm exists; always bump the version.
 
@@ -120,7 +123,9 @@ def arm_no_later_than(
 
     With ``polling_since_ms`` the caller is a poll taking the lease: with ``lease_cut_ms`` both
     writes also require that no other poll started after the cut (``polling_ms`` absent or older),
-    and :class:`PollInProgress` is raised when one did.
+    and :class:`PollInProgress` is raised when one did. A lease taken with ``lease_token`` can be
+    taken again, live or not, with the same token: by Lambda's retry of that poll, which only
+    comes after the poll failed.
     """
     names = {"#v": "version", "#a": "armed_ms", "#u": "updated_ms"}
     now = {"N": str(clock.now_ms())}
@@ -135,9 +140,14 @@ def arm_no_later_than(
         names["#p"] = "polling_ms"
         values[":poll"] = {"N": str(polling_since_ms)}
         mark = ", #p = :poll"
+        if lease_token is not None:
+            names["#t"] = "polling_token"
+            values[":tok"] = {"S": lease_token}
+            mark += ", #t = :tok"
         if lease_cut_ms is not None:
             values[":lease"] = {"N": str(lease_cut_ms)}
-            lease = " AND (attribute_not_exists(#p) OR #p < :lease)"
+            mine = " OR #t = :tok" if lease_token is not None else ""
+            lease = f" AND (attribute_not_exists(#p) OR #p < :lease{mine})"
     for _ in range(rounds):
         for update, cond in (
             (f"SET #a = :m, #u = :now{mark} ADD #v :one",
@@ -149,7 +159,8 @@ def arm_no_later_than(
                 return _state(resp.get("Attributes"))
         if lease_cut_ms is not None and polling_since_ms is not None:
             state = read_arm(ddb, s, clock)
-            if state.polling_ms is not None and state.polling_ms >= lease_cut_ms:
+            if state.polling_ms is not None and state.polling_ms >= lease_cut_ms and not (
+                    lease_token is not None and state.polling_token == lease_token):
                 raise PollInProgress(state)
     raise RuntimeError("could not arm the rule: the meta row kept changing")
 

@@ -20,6 +20,10 @@ from .keys import InvalidKey, decode_sk
 # Bookkeeping attributes Punctual writes on a row (prefixed so user rows never clash).
 ATTR_ENQUEUED_MS = "punctual_enqueued_ms"
 ATTR_ATTEMPT = "punctual_attempt"
+# Who claimed the row last: the poll (its EventBridge event id, the same in Lambda's retries of
+# that invocation), so a retry of a poll that died after claiming resends at once
+# (docs/architecture.md, "A retry finishes the poll it retries").
+ATTR_CLAIM = "punctual_claim"
 # SQS caps a message at 256 KiB; the envelope (key up to 1 KiB, times, ids) needs < 4 KiB.
 MAX_EVENT_BYTES = 262_144
 MAX_PAYLOAD_BYTES = MAX_EVENT_BYTES - 4096
@@ -48,6 +52,7 @@ class Task(BaseModel):
     payload: dict[str, Any]
     enqueued_ms: int | None = None
     attempt: int = 0
+    claim_token: str | None = None  # ATTR_CLAIM
     # The row's payload attribute as read ({"M": ...}): the cdk-scheduler event format sends it
     # as it is, so numbers keep their text ("1.50"), sets and binary their type.
     payload_av: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
@@ -159,6 +164,7 @@ def _task_from_item(item: dict[str, Any], partition: str) -> Task:
         payload=payload,
         enqueued_ms=_plain_int(item, ATTR_ENQUEUED_MS),
         attempt=_plain_int(item, ATTR_ATTEMPT) or 0,
+        claim_token=_plain_str(item, ATTR_CLAIM),
         payload_av=raw,
     )
 

@@ -48,12 +48,16 @@ def visible_at(task: Task) -> int:
 MAX_MARK_SKEW_MS = 60_000
 
 
-def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int) -> RowState:
+def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int,
+              own_token: str | None = None) -> RowState:
+    """``own_token``: the poll's token; a row claimed with it was claimed by an earlier attempt of
+    this very poll, which died (Lambda retries an invocation only after it failed) and may not
+    have sent it: an orphan at once, not after the grace."""
     if task.enqueued_ms is None:
         # A released row (its send failed for good) is new again, but only until it has
         # used up its attempts: otherwise a permanent send failure would loop forever.
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.NEW
-    if task.enqueued_ms > now_ms + MAX_MARK_SKEW_MS:
+    if task.enqueued_ms > now_ms + MAX_MARK_SKEW_MS or (own_token is not None and task.claim_token == own_token):
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.ORPHAN
     if now_ms <= visible_at(task) + orphan_grace_ms:
         return RowState.IN_FLIGHT
@@ -85,11 +89,12 @@ def plan_window(
     orphan_grace_ms: int,
     max_attempts: int,
     wake_early_ms: int = 0,
+    own_token: str | None = None,
 ) -> WindowPlan:
     """Plan a poll at ``now_ms`` over rows read up to ``now_ms + window_ms``.
 
     New rows and orphans due within the window are sent (past-due rows count);
-    rows beyond the window are ignored (the next poll takes them).
+    rows beyond the window are ignored (the next poll takes them). ``own_token``: see row_state.
     """
     if not 0 < window_ms <= MAX_DELAY_SECONDS * 1000:
         raise ValueError(f"window must be 1..{MAX_DELAY_SECONDS * 1000} ms, got {window_ms}")
@@ -99,10 +104,13 @@ def plan_window(
     for task in tasks:
         if task.due_ms > end:
             continue
-        state = row_state(task, now_ms, orphan_grace_ms, max_attempts)
+        state = row_state(task, now_ms, orphan_grace_ms, max_attempts, own_token)
         if state in (RowState.NEW, RowState.ORPHAN):
+            # a row our own earlier attempt claimed is resent now, not deferred behind a backlog
+            # (its message was most likely never sent: that attempt died)
+            reclaimed = own_token is not None and task.claim_token == own_token
             plan.sends.append(Send(task, delay_seconds(task.due_ms, now_ms, wake_early_ms),
-                                   resend=state is RowState.ORPHAN))
+                                   resend=state is RowState.ORPHAN and not reclaimed))
             checks.append(max(task.due_ms, now_ms) + orphan_grace_ms)
         elif state is RowState.IN_FLIGHT:
             plan.in_flight += 1

@@ -10,7 +10,7 @@ orphan check resends later: late, never lost, never early.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,12 +32,14 @@ class SendReport:
     messages: int = 0  # delay-queue messages sent
 
 
-def _claim_chunk(ddb: Any, s: Settings, clock: Clock, tasks: Sequence[Task]) -> list[tuple[Task, int | None]]:
+def _claim_chunk(ddb: Any, s: Settings, clock: Clock, tasks: Sequence[Task],
+                 token: str | Mapping[str, str] | None) -> list[tuple[Task, int | None]]:
     """(task, claim time), or (task, None) when someone else holds it or it is gone."""
     out: list[tuple[Task, int | None]] = []
     for task in tasks:
         now = clock.now_ms()
-        out.append((task, now if claim(ddb, s, clock, task, now) else None))
+        mine = token.get(task.sk) if isinstance(token, Mapping) else token
+        out.append((task, now if claim(ddb, s, clock, task, now, mine) else None))
     return out
 
 
@@ -45,12 +47,17 @@ def _pointer_bytes(task: Task) -> int:
     return len(json.dumps([task.sk, task.attempt + 1], ensure_ascii=False).encode("utf-8")) + 1
 
 
-def claim_and_send(ddb: Any, sqs: Any, s: Settings, clock: Clock, tasks: Sequence[Task]) -> SendReport:
-    """Claim ``tasks`` (sorted by due) and send them in groups, ``s.send_workers`` calls at a time."""
+def claim_and_send(ddb: Any, sqs: Any, s: Settings, clock: Clock, tasks: Sequence[Task],
+                   token: str | Mapping[str, str] | None = None) -> SendReport:
+    """Claim ``tasks`` (sorted by due) and send them in groups, ``s.send_workers`` calls at a time.
+
+    ``token`` (one for all, or by sk) names the work the claims belong to: a retry of that work
+    (the same token) may claim and resend rows an earlier, crashed attempt claimed
+    (docs/architecture.md, "A retry finishes what a crashed attempt claimed")."""
     report = SendReport()
     chunks = [tasks[i : i + BATCH] for i in range(0, len(tasks), BATCH)]
     claimed: list[tuple[Task, int]] = []
-    for part in pmap(lambda c: _claim_chunk(ddb, s, clock, c), chunks, s.send_workers):
+    for part in pmap(lambda c: _claim_chunk(ddb, s, clock, c, token), chunks, s.send_workers):
         for task, at in part:
             if at is None:
                 report.skipped.append(task)

@@ -13,7 +13,7 @@ from .clock import Clock
 from .config import Settings
 from .errors import is_conditional_failure
 from .metrics_names import REJECTED_ROWS
-from .models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, Rejection, RowRejected, Task
+from .models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS, Rejection, RowRejected, Task
 from .parallel import pmap
 from .retry import backoff_ms, call_with_retry
 
@@ -78,16 +78,26 @@ def conditional_update(ddb: Any, clock: Clock, **request: Any) -> dict[str, Any]
         raise
 
 
-def claim(ddb: Any, s: Settings, clock: Clock, task: Task, now_ms: int) -> bool:
-    """Mark ``task`` as sent at ``now_ms`` before sending it; False if someone else did.
+def claim(ddb: Any, s: Settings, clock: Clock, task: Task, now_ms: int, token: str | None = None) -> bool:
+    """Mark ``task`` as sent at ``now_ms`` (by ``token``) before sending it; False if someone else did.
 
     Conditional on the row still existing (a cancelled row is never resurrected)
     and on its send mark being what we read (so the editor and concurrent polls
-    never both send the same row).
+    never both send the same row). A claim without a token removes an older one.
     """
     values: dict[str, Any] = {":now": {"N": str(now_ms)}, ":one": {"N": "1"}, ":zero": {"N": "0"}}
+    names = {"#e": ATTR_ENQUEUED_MS, "#a": ATTR_ATTEMPT, "#c": ATTR_CLAIM}
+    update = "SET #e = :now, #a = if_not_exists(#a, :zero) + :one"
+    if token is None:
+        update += " REMOVE #c"
+    else:
+        update += ", #c = :tok"
+        values[":tok"] = {"S": token}
     if task.enqueued_ms is None:
-        cond = "attribute_exists(sk) AND attribute_not_exists(#e)"
+        # unsent as read; or claimed meanwhile by an earlier attempt of the same work (token): a
+        # retry that must finish what a crashed attempt may not have sent
+        mine = " OR #c = :tok" if token is not None else ""
+        cond = f"attribute_exists(sk) AND (attribute_not_exists(#e){mine})"
     else:
         cond = "attribute_exists(sk) AND #e = :prev"
         values[":prev"] = {"N": str(task.enqueued_ms)}
@@ -96,9 +106,9 @@ def claim(ddb: Any, s: Settings, clock: Clock, task: Task, now_ms: int) -> bool:
         clock,
         TableName=s.table_name,
         Key=_key(task.pk, task.sk),
-        UpdateExpression="SET #e = :now, #a = if_not_exists(#a, :zero) + :one",
+        UpdateExpression=update,
         ConditionExpression=cond,
-        ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS, "#a": ATTR_ATTEMPT},
+        ExpressionAttributeNames=names,
         ExpressionAttributeValues=values,
     )
     return applied is not None

@@ -104,7 +104,7 @@ class RuleDriver(Driver):
         self.fire_count += 1
         event = {
             "version": "0",
-            "id": f"local-{minute_ms}",
+            "id": f"local-{minute_ms}-{self.fire_count}",  # unique per firing; a retry keeps it
             "detail-type": "Scheduled Event",
             "source": "aws.events",
             "account": self.rule.arn.split(":")[4],

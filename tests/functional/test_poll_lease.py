@@ -74,3 +74,46 @@ def test_sequential_polls_never_see_their_own_lease(stack, frozen):
     assert not poll(stack.deps).busy
     frozen.tick(60)
     assert not poll(stack.deps).busy
+
+
+def test_a_retry_of_a_crashed_poll_takes_its_live_lease_and_resends_what_it_claimed(stack, frozen):
+    # GIVEN a poll (token "evt-1") that claimed three rows and died before sending them
+    from tests.faults import Faults, InjectedCrash
+
+    keys = [sk(d * S, f"r{d}") for d in (90, 95, 400)]
+    for key in keys:
+        stack.put_raw(key, {"k": key})
+    faults = Faults(stack.sqs).crash_before("SendMessageBatch")
+    try:
+        poll(stack.deps, token="evt-1")
+    except InjectedCrash:
+        pass
+    faults.clear()
+    assert SentLog(stack.sqs).entries == [] and read_arm(stack.ddb, stack.settings, stack.deps.clock).polling_ms
+    frozen.tick(60)  # Lambda's first async retry: the same event, 1 min later; the lease is still live
+    # WHEN another firing (another token) runs, THEN it defers to the live lease
+    assert poll(stack.deps, token="evt-2").busy
+    # WHEN the retry runs, THEN it takes the lease and sends the three rows now, before they are due
+    log = SentLog(stack.sqs)
+    report = poll(stack.deps, token="evt-1")
+    assert not report.busy and report.sent == 3
+    assert sorted(p for p in log.sks()) == sorted(keys)
+    assert read_arm(stack.ddb, stack.settings, stack.deps.clock).polling_ms is None
+
+
+def test_a_later_poll_leaves_rows_another_poll_claimed_in_flight(stack, frozen):
+    stack.put_raw(sk(90 * S, "a"), {"n": 1})
+    assert poll(stack.deps, token="evt-1").sent == 1
+    frozen.tick(60)
+    report = poll(stack.deps, token="evt-2")
+    assert report.sent == 0 and report.in_flight == 1  # sent by evt-1: not resent, only watched
+
+
+def test_invocation_token_is_the_rule_events_id_or_the_request_id():
+    from types import SimpleNamespace
+
+    from punctual.core.usecases.poll import invocation_token
+
+    assert invocation_token({"id": "e-1", "detail-type": "Scheduled Event"}, SimpleNamespace(aws_request_id="r")) == "e-1"
+    assert invocation_token({}, SimpleNamespace(aws_request_id="r-1")) == "r-1"
+    assert invocation_token(None, None) is None

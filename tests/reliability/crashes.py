@@ -218,7 +218,7 @@ def main() -> None:
     args = sys.argv[1:]
     backend = "moto" if "--moto" in args else "fake"
     targets = [a for a in args if not a.startswith("--")] or list(TARGETS)
-    print(f"crash matrix ({backend}; scenario: rows due -1 h, +5 s, +14 min, +16 min and one malformed row)")
+    print(f"crash matrix ({backend}; scenario: rows due -1 h, +5 s, three at +14 min (one group), two at +16 min (one group) and one malformed row)")
     for target in targets:
         print(format_matrix(matrix(target, backend, failures="--failures" in args)))
         print()

@@ -218,7 +218,10 @@ class World:
         self.received = 0  # delay-queue messages received so far
         self.lose: set[int] = set()  # ... of which these (1-based) are lost
         self.fired: set[int] = set()
-        self.poller_retries: list[tuple[int, int]] = []  # (at_ms, retries left)
+        # (at_ms, retries left, token): Lambda retries an invocation with the same event (its id
+        # is the poll's token, usecases/poll.invocation_token)
+        self.poller_retries: list[tuple[int, int, str]] = []
+        self.poller_firings = 0
         self.crashes = 0
         self.errors: list[str] = []
         self.invocations: dict[str, int] = defaultdict(int)
@@ -262,10 +265,13 @@ class World:
         except ValueError:
             return None
 
-    def run_poller(self, retries_left: int = ASYNC_RETRIES) -> bool:
-        ok, _ = self._invoke("poller", lambda: self.poller(self.deps))
+    def run_poller(self, retries_left: int = ASYNC_RETRIES, token: str | None = None) -> bool:
+        if token is None:
+            self.poller_firings += 1
+            token = f"rule-event-{self.poller_firings}"
+        ok, _ = self._invoke("poller", lambda: self.poller(self.deps, token))
         if not ok and retries_left > 0:
-            self.poller_retries.append((self.now() + ASYNC_RETRY_MS, retries_left - 1))
+            self.poller_retries.append((self.now() + ASYNC_RETRY_MS, retries_left - 1, token))
         return ok
 
     def pump_stream(self) -> bool:
@@ -338,10 +344,10 @@ class World:
 
     def fire_rule(self) -> bool:
         now = self.now()
-        for at, left in list(self.poller_retries):
+        for at, left, token in list(self.poller_retries):
             if at <= now:
-                self.poller_retries.remove((at, left))
-                self.run_poller(left)
+                self.poller_retries.remove((at, left, token))
+                self.run_poller(left, token)
                 return True
         armed = self.armed_minute()
         if armed is not None and armed not in self.fired and now >= armed + self.fire_offset_ms:
@@ -386,7 +392,7 @@ class World:
         armed = self.armed_minute()
         if armed is not None and armed not in self.fired:
             cands.append(max(now + 1, armed + self.fire_offset_ms))
-        cands += [max(now + 1, at) for at, _ in self.poller_retries]
+        cands += [max(now + 1, at) for at, _, _ in self.poller_retries]
         if self.next_visible is not None:
             nv = self.next_visible()
             if nv is not None:

@@ -218,3 +218,14 @@ def test_group_extra_wake_grows_with_size_up_to_its_cap():
 
     assert group_extra_wake_ms(1) == 0 and 0 < group_extra_wake_ms(10) < group_extra_wake_ms(500)
     assert group_extra_wake_ms(100_000) == GROUP_MAX_EXTRA_WAKE_MS
+
+
+def test_a_row_claimed_with_the_polls_own_token_is_resent_at_once_and_not_deferred():
+    mine = Task(pk="scheduler", sk=encode_sk(T0 + 60_000, "a"), id="a", due_ms=T0 + 60_000, payload={},
+                enqueued_ms=T0 - 1_000, attempt=1, claim_token="evt-1")
+    assert row_state(mine, T0, 300_000, 5) is RowState.IN_FLIGHT  # someone else's view
+    assert row_state(mine, T0, 300_000, 5, own_token="evt-2") is RowState.IN_FLIGHT
+    assert row_state(mine, T0, 300_000, 5, own_token="evt-1") is RowState.ORPHAN
+    plan = plan_window(T0, [mine], 900_000, 300_000, 5, own_token="evt-1")
+    assert [(s.task.sk, s.resend) for s in plan.sends] == [(mine.sk, False)]  # not an orphan to defer
+    assert row_state(mine.model_copy(update={"attempt": 5}), T0, 300_000, 5, own_token="evt-1") is RowState.EXHAUSTED

@@ -127,7 +127,19 @@ def _defer_to_running_poll(deps: Deps, report: PollReport, running: PollInProgre
     return report
 
 
-def poll(deps: Deps) -> PollReport:
+def invocation_token(event: Any, context: Any) -> str | None:
+    """The poll's token: the EventBridge event id, which Lambda's retries of the invocation keep
+    (so does the request id, the fallback for a direct invoke)."""
+    event_id = event.get("id") if isinstance(event, dict) else None
+    if isinstance(event_id, str) and event_id:
+        return event_id
+    request_id = getattr(context, "aws_request_id", None)
+    return request_id if isinstance(request_id, str) and request_id else None
+
+
+def poll(deps: Deps, token: str | None = None) -> PollReport:
+    """One poll. ``token`` (invocation_token): the same in every attempt of one invocation; an
+    attempt resends at once the rows an earlier attempt claimed, and takes over its lease."""
     s, clock = deps.settings, deps.clock
     started = clock.now_ms()
     report = PollReport(started_ms=started, window_end_ms=started + s.window_ms)
@@ -137,7 +149,8 @@ def poll(deps: Deps) -> PollReport:
     try:
         # the lease: a poll that started more than poll_lease ago is dead (its Lambda timed out)
         state = arm_no_later_than(deps.ddb, s, clock, safety, replace_before_ms=started + 1,
-                                  polling_since_ms=started, lease_cut_ms=started - s.poll_lease_ms + 1)
+                                  polling_since_ms=started, lease_cut_ms=started - s.poll_lease_ms + 1,
+                                  lease_token=token)
     except PollInProgress as running:
         return _defer_to_running_poll(deps, report, running)
     state = sync_rule(deps.ddb, deps.events, s, clock, state)  # the meta row as applied (its version)
@@ -150,14 +163,15 @@ def poll(deps: Deps) -> PollReport:
         )
     )
     tasks: list[Task] = [task for _, task in rows.values()]
-    plan = plan_window(started, tasks, s.window_ms, s.orphan_grace_ms, s.max_attempts, s.wake_early_ms)
+    plan = plan_window(started, tasks, s.window_ms, s.orphan_grace_ms, s.max_attempts, s.wake_early_ms,
+                       own_token=token)
     plan = _unless_backlogged(deps, plan, started, report)
     report.in_flight = plan.in_flight
     for task in plan.exhausted:
         reject_row(deps.ddb, deps.sqs, s, clock, rows[task.sk][0],
                    RowRejected("undeliverable", f"still pending after {task.attempt} sends"), "poller")
         report.rejected += 1
-    sent = claim_and_send(deps.ddb, deps.sqs, s, clock, [send.task for send in plan.sends])
+    sent = claim_and_send(deps.ddb, deps.sqs, s, clock, [send.task for send in plan.sends], token=token)
     report.sent, report.skipped, report.failed = len(sent.sent), len(sent.skipped), len(sent.failed)
     orphan_check = plan.orphan_check_ms
     if sent.skipped:

@@ -88,7 +88,11 @@ def process_plan(deps: Deps, plan: BatchPlan) -> EditorReport:
     sends = plan.of(Action.SEND_NOW)
     if sends:
         try:
-            result = claim_and_send(deps.ddb, deps.sqs, s, clock, plan.send_now)
+            # a record's sequence number is its token: Lambda's retry of the batch carries the same
+            # records, and may resend what a crashed attempt claimed
+            tokens = {c.task.sk: f"stream:{c.sequence_number}" for c in sends
+                      if c.task is not None and c.sequence_number is not None}
+            result = claim_and_send(deps.ddb, deps.sqs, s, clock, plan.send_now, token=tokens)
             report.sent, report.skipped = len(result.sent), len(result.skipped)
             failed = {t.sk for t in result.failed}
             for c in sends:
