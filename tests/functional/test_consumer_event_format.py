@@ -93,3 +93,27 @@ def test_a_row_over_the_limit_only_as_dynamodb_json_is_rejected_not_retried(stac
     [rejected] = [json.loads(b) for b in bodies(stack, stack.settings.rejected_queue_url)]
     assert rejected["code"] == "oversize" and "DynamoDB JSON" in rejected["reason"]
     assert stack.rows() == []
+
+
+def test_the_editor_and_the_poller_reject_such_a_row_when_they_read_it_not_at_its_due_time(stack, frozen):
+    """The size check uses the chosen format everywhere a row is validated: a row only too big as
+    DynamoDB JSON is refused by the editor when written (and by the poller's window read), not
+    claimed, sent and refused by the consumer at its due time."""
+    from punctual.core.usecases.poll import poll
+    from punctual.core.usecases.process_stream import process_stream
+    from tests.support import StreamReader
+
+    cdk_format(stack)
+    stack.settings = stack.deps.settings
+    reader = StreamReader(stack)
+    near, far = encode_sk(T0_MS + 5_000, "near"), encode_sk(T0_MS + 2 * 3_600_000, "far")
+    for sk in (near, far):
+        put_row(stack, sk, {"M": {"n": {"L": [{"N": "1"}] * 60_000}}})
+    assert process_stream(reader.event(), stack.deps) == {"batchItemFailures": []}
+    assert stack.drain(stack.settings.delay_queue_url) == []  # nothing claimed or sent
+    rejected = [json.loads(b) for b in bodies(stack, stack.settings.rejected_queue_url)]
+    assert sorted(r["sk"] for r in rejected) == sorted([near, far])
+    assert {r["code"] for r in rejected} == {"oversize"} and stack.rows() == []
+    # the poller's window read too
+    put_row(stack, near, {"M": {"n": {"L": [{"N": "1"}] * 60_000}}})
+    assert poll(stack.deps).rejected == 1 and stack.rows() == []

@@ -33,7 +33,7 @@ from punctual.core.delivery import (
     parse_record,
     plan_batch,
 )
-from punctual.core.models import DeliveredEvent, RowRejected, Task, delivery_body, sized_for, task_from_item
+from punctual.core.models import DeliveredEvent, RowRejected, Task, delivery_body, task_from_item
 from punctual.core.queues import Outgoing, send_all
 from punctual.core.retry import call_with_retry
 from punctual.core.runtime import Deps
@@ -121,7 +121,7 @@ def _verify(deps: Deps, group: list[Pending], report: ConsumeReport) -> list[tup
                     message_id=rec.message_id, sk=rec.message.sk, due_ms=rec.due_ms)
             continue
         try:
-            out.append((rec, sized_for(task_from_item(item, s.partition_key_value), s.event_format)))
+            out.append((rec, task_from_item(item, s.partition_key_value, s.event_format)))
         except RowRejected as exc:
             try:
                 reject_row(deps.ddb, deps.sqs, s, clock, item, exc, "consumer")

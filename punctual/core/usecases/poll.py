@@ -73,7 +73,7 @@ def _valid_tasks(deps: Deps, items, report: PollReport, source: str):
     for item in items:
         report.read += 1
         try:
-            yield item, task_from_item(item, s.partition_key_value)
+            yield item, task_from_item(item, s.partition_key_value, s.event_format)
         except RowRejected as exc:
             reject_row(deps.ddb, deps.sqs, s, deps.clock, item, exc, source)
             report.rejected += 1
