@@ -393,10 +393,10 @@ def test_unexpected_error_fails_only_its_group(stack, frozen, monkeypatch):
     enqueue(stack, schedule(stack, T0_MS + 1_000, "fine"), T0_MS + 1_000, delay_seconds=0)
     real = h.task_from_item
 
-    def flaky(item, partition):
+    def flaky(item, partition, event_format="punctual"):
         if item["sk"]["S"].endswith("#boom"):
             raise KeyError("bug")
-        return real(item, partition)
+        return real(item, partition, event_format)
 
     monkeypatch.setattr(h, "task_from_item", flaky)
     event = receive_event(stack)
