@@ -16,6 +16,7 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check functions infra punctual tests bench
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 test-long: $(STAMP)
@@ -44,4 +45,4 @@ bench: $(STAMP)
 	$(BIN)/punctual bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) cdk.out node_modules .pytest_cache
+	rm -rf $(VENV) cdk.out node_modules .pytest_cache .mypy_cache

@@ -28,7 +28,7 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from punctual.core.config import META_PK, RULE_DESCRIPTION, Settings, to_environment
 from punctual.core.cron import one_shot_cron
@@ -631,8 +631,8 @@ class Scheduler(Construct):
     @property
     def dead_letter_queues(self) -> list[sqs.IQueue]:
         """Every dead-letter queue this construct owns (a message there is a failure to look at)."""
-        dlqs = [self.delay_dead_letter_queue, self.stream_dead_letter_queue, self.rule_dead_letter_queue,
-                self.poller_failure_queue]
+        dlqs: list[sqs.IQueue] = [self.delay_dead_letter_queue, self.stream_dead_letter_queue,
+                                  self.rule_dead_letter_queue, self.poller_failure_queue]
         if self.dead_letter_queue is not None:
             dlqs.append(self.dead_letter_queue)
         return dlqs
@@ -776,7 +776,7 @@ class Scheduler(Construct):
         findings. Each reason is the justification.
         """
 
-        def ack(construct: Construct, rule: str, reason: str) -> None:
+        def ack(construct: IConstruct, rule: str, reason: str) -> None:
             Validations.of(construct).acknowledge(Acknowledgment(id=rule, reason=reason))
 
         # (the delay and delivery DLQs are recognised as DLQs by cdk-nag: they are redrive targets)
@@ -806,7 +806,7 @@ class Scheduler(Construct):
             ack(fn, "AwsSolutions-L1",
                 "The runtime is a prop (default python3.13, the version the bundled wheels are built and tested "
                 "for); newer runtimes are opt-in.")
-            if self.encryption_key is not None:
+            if self.encryption_key is not None and fn.role is not None:  # role: always ours (function())
                 for action in ("kms:GenerateDataKey*", "kms:ReEncrypt*"):
                     ack(fn.role, f"AwsSolutions-IAM5[Action::{action}]",
                         "IKey.grant_encrypt_decrypt on the customer key given to the construct, and on no other "

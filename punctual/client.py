@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from punctual.core.clock import Clock, SystemClock, iso_ms, to_epoch_ms
@@ -240,7 +241,7 @@ class PunctualClient:
         requests = [{"PutRequest": {"Item": item}} for item in items]
         for attempt in range(1, max_attempts + 1):
             resp = call_with_retry(
-                lambda reqs=requests: self.ddb.batch_write_item(RequestItems={self.table_name: reqs}), self.clock
+                partial(self.ddb.batch_write_item, RequestItems={self.table_name: requests}), self.clock
             )
             requests = (resp.get("UnprocessedItems") or {}).get(self.table_name) or []
             if not requests:

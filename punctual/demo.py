@@ -81,7 +81,7 @@ def _watch(sqs: Any, url: str, seen: Seen, stop: threading.Event, out: Any) -> N
 def _drain_count(sqs: Any, url: str | None) -> list[dict[str, Any]]:
     if not url:
         return []
-    out = []
+    out: list[dict[str, Any]] = []
     while True:
         msgs = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
         if not msgs:

@@ -63,7 +63,8 @@ def cdk_scheduler(sc: Scenario, m: Models, seed: int) -> RunResult:
         delay = max(0, (sc.dues[i] - now) // 1000)  # floored: the documented gap
         visible = now + delay * 1000 - rng.randint(0, m.sqs_early_max_ms)
         res.deliveries.setdefault(i, []).append(max(now, visible))
-        res.requests[("cdk", "sqs.SendMessage(batch/10)")] += 0.1
+        # a tenth of a batch: RunResult.requests is a Counter (int-typed) until _round_requests
+        res.requests[("cdk", "sqs.SendMessage(batch/10)")] += 0.1  # type: ignore[assignment]
         res.requests[("cdk", "dynamodb.DeleteItem")] += 1
         res.ddb_wru += 1
 

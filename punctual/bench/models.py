@@ -7,6 +7,7 @@ Ranges are (low, high) in ms, drawn uniformly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Models:
 
     def with_overrides(self, pairs: list[str]) -> Models:
         kinds = {f.name: f for f in fields(self)}
-        changes: dict[str, object] = {}
+        changes: dict[str, Any] = {}  # field name -> value of that field's type
         for pair in pairs:
             name, _, raw = pair.partition("=")
             if name not in kinds:

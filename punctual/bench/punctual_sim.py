@@ -27,6 +27,7 @@ import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from punctual.core.parallel import lanes, run_in_order
@@ -137,7 +138,7 @@ class PunctualSim:
         # pick-up polls scheduled, one per virtual ms: ms -> the latest view of the queue it must take
         self.esm_poll_views: dict[int, int | None] = {}
         self.esm_fill_pending = 0  # polls scheduled by _esm_fill, not yet run
-        self.lost_message_ids: set[str] = set()
+        self.lost_message_ids: set[str | None] = set()
         # stream event source state
         self.stream_busy = False
         self.stream_scheduled = False
@@ -399,7 +400,9 @@ class PunctualSim:
             on_done(proc)
 
         def run() -> Any:
-            self.engine.current.info["fn"] = fn
+            proc = self.engine.current
+            assert proc is not None  # the engine runs run() as the current process
+            proc.info["fn"] = fn
             self.running[fn] += 1
             try:
                 return body()
@@ -418,7 +421,7 @@ class PunctualSim:
                 return  # same schedule re-applied: nothing changes (a pending firing stays)
             self.rule_current = (expr, state)
             self.rule_gen += 1
-            if state != "ENABLED":
+            if state != "ENABLED" or expr is None:
                 return
             try:
                 minute = parse_one_shot_cron(expr)
@@ -574,6 +577,7 @@ class PunctualSim:
             del self.aws.stream[: len(raw)]
         else:
             shard = self.moto_table.stream_shard
+            assert shard is not None  # _setup creates the table with a stream
             take = shard.items[: self.m.stream_batch_size]
             del shard.items[: len(take)]
             shard.starting_sequence_number += len(take)
@@ -589,7 +593,8 @@ class PunctualSim:
     def _stream_more(self) -> bool:
         if self.backend == "fake":
             return bool(self.aws.stream)
-        return bool(self.moto_table.stream_shard.items)
+        shard = self.moto_table.stream_shard
+        return shard is not None and bool(shard.items)
 
     def _invoke_editor(self, records: list[dict[str, Any]], attempt: int) -> None:
         from punctual.core.usecases.process_stream import process_stream
@@ -661,7 +666,7 @@ class PunctualSim:
                 else:
                     self._setup()
                 for i in self.sc.order():
-                    self.engine.at(EPOCH_MS + self.sc.inserts[i], lambda i=i: self._insert(i))
+                    self.engine.at(EPOCH_MS + self.sc.inserts[i], partial(self._insert, i))
                 self.engine.at(EPOCH_MS + 3_600_000, self._housekeeping)
                 self.engine.run(EPOCH_MS + self.sc.horizon_ms)
             finally:

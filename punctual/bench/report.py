@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,7 +64,7 @@ def summarize(r: RunResult) -> Summary:
     n = max(r.n, 1)
     sqs_requests = sum(c for api, c in billed.items() if api.startswith("sqs."))
     gb_s = 0.0
-    by_fn: Counter = Counter()
+    by_fn: defaultdict[str, float] = defaultdict(float)  # USD, not a count
     for inv in r.invocations:
         mem = MEMORY_MB.get(inv.fn, 128)
         g = max(1, inv.duration_ms) / 1000 * mem / 1024

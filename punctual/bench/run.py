@@ -8,6 +8,7 @@ import os
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
+from typing import Any
 
 from . import prices
 from .alternatives import cdk_scheduler, eventbridge_scheduler
@@ -25,7 +26,7 @@ EXPERIMENTS: dict[str, dict[str, int]] = {
     "punctual-wake0": {"wake_early_ms": 0},
     "punctual-per-row": {"group_span_ms": 0},
 }
-FAULT_RATES = {"fault_call_failure_rate": 0.01, "fault_crash_rate": 0.002}
+FAULT_RATES: dict[str, Any] = {"fault_call_failure_rate": 0.01, "fault_crash_rate": 0.002}
 # SQS delay timers: "early" lets a delayed message become visible up to sqs_early_max_ms before
 # DelaySeconds elapse (the default, conservative), "on-time" never before (what AWS documents),
 # "both" runs every strategy under each (see SOURCES["sqs_early_max_ms"]).

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 SECOND, MINUTE, HOUR, DAY = 1_000, 60_000, 3_600_000, 86_400_000
 
@@ -155,7 +156,7 @@ SIZED = {"steady": steady, "late": late, "burst": burst, "faults": faults, "top-
 
 def build(name: str, seed: int, quick: bool = False, n: int | None = None) -> Scenario:
     if n is not None and name in SIZED:
-        kw: dict[str, object] = {"n": n}
+        kw: dict[str, Any] = {"n": n}
         if quick and name in ("steady", "faults"):
             kw["days"] = 0.5
         if quick and name == "top-of-minute":

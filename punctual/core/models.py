@@ -318,7 +318,7 @@ class Rejection(BaseModel):
         if size <= MAX_REJECTION_BYTES:
             return text
         item = self.item if isinstance(self.item, dict) else {}
-        slim = {k: item[k] for k in ("pk", "sk") if k in item and len(dumps(item[k])) <= 2048}
+        slim: dict[str, Any] = {k: item[k] for k in ("pk", "sk") if k in item and len(dumps(item[k])) <= 2048}
         slim["_truncated"] = {
             "note": f"row omitted: the rejection was {size} bytes, over the SQS limit",
             "attributes": sorted(str(k) for k in item)[:100],

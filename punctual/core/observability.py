@@ -14,21 +14,29 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .metrics_names import INSTANCE_DIMENSION
 
 if TYPE_CHECKING:
     from .config import Settings
 
-_out: TextIO | None = None
+
+class LogStream(Protocol):
+    """Where log lines go: a text file, or anything with ``write`` and ``flush`` (print's needs)."""
+
+    def write(self, s: str, /) -> object: ...
+    def flush(self) -> object: ...
+
+
+_out: LogStream | None = None
 # What every line of the current invocation carries (request_id, cold_start).
 _invocation: dict[str, Any] = {}
 # Functions that have already started an invocation in this process (cold_start is then false).
 _warm: set[str] = set()
 
 
-def set_stream(stream: TextIO | None) -> None:
+def set_stream(stream: LogStream | None) -> None:
     """Redirect log output (tests, the local stack)."""
     global _out
     _out = stream

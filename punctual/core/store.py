@@ -6,6 +6,7 @@ Takes a client; never imports boto3. Every call retries throttling with backoff.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from . import observability as obs
@@ -28,7 +29,7 @@ def _query(ddb: Any, clock: Clock, **kw: Any) -> Iterator[dict[str, Any]]:
         args = dict(kw)
         if start:
             args["ExclusiveStartKey"] = start
-        page = call_with_retry(lambda a=args: ddb.query(**a), clock)
+        page = call_with_retry(partial(ddb.query, **args), clock)
         yield from page.get("Items", [])
         start = page.get("LastEvaluatedKey")
         if not start:
@@ -157,7 +158,7 @@ def _delete_chunk(ddb: Any, s: Settings, clock: Clock, keys: list[tuple[str, str
     for attempt in range(1, attempts + 1):
         request = {s.table_name: pending}
         try:
-            resp = call_with_retry(lambda r=request: ddb.batch_write_item(RequestItems=r), clock)
+            resp = call_with_retry(partial(ddb.batch_write_item, RequestItems=request), clock)
         except Exception as exc:
             obs.log("ERROR", "row delete failed", error=str(exc)[:300], rows=len(pending))
             break

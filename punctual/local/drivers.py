@@ -262,6 +262,9 @@ class StreamDriver(Driver):
     def __init__(self, mapping: Mapping, table: Table, fn: LocalFunction, streams: Any, region: str, log: Any,
                  idle_s: float = 0.05, sqs: Any = None, on_failure_url: str | None = None):
         super().__init__(f"stream:{table.name}", log)
+        if table.stream_arn is None:  # the template's mapping names the table by its stream ARN
+            raise ValueError(f"table {table.name} has no stream")
+        self.stream_arn: str = table.stream_arn
         self.mapping, self.table, self.fn, self.streams, self.region = mapping, table, fn, streams, region
         self.sqs, self.on_failure_url = sqs, on_failure_url
         self.idle_s = idle_s
@@ -349,7 +352,7 @@ class StreamDriver(Driver):
     def _invoke(self, batch: list[dict[str, Any]]) -> int:
         """Invoke with ``batch`` (filtered); the number of leading records that succeeded."""
         self.batches += 1
-        records = [stream_record(r, self.table.stream_arn, self.region) for r in batch]
+        records = [stream_record(r, self.stream_arn, self.region) for r in batch]
         keep = [i for i, r in enumerate(records) if passes(self.mapping.filters, r)]
         if not keep:
             return len(batch)  # filtered out: processed
@@ -361,7 +364,7 @@ class StreamDriver(Driver):
         return self._invoke_records(batch)
 
     def _invoke_records(self, batch: list[dict[str, Any]]) -> int:
-        event = {"Records": [stream_record(r, self.table.stream_arn, self.region) for r in batch]}
+        event = {"Records": [stream_record(r, self.stream_arn, self.region) for r in batch]}
         seqs = [r["dynamodb"].get("SequenceNumber") for r in batch]
         try:
             result = self.fn.invoke(event, "process_stream")

@@ -92,8 +92,9 @@ def apply() -> bool:
         raise ReceiptHandleIsInvalid()
 
     sqs_models.unix_time_millis = now_ms
-    Queue.delete_message = delete_message
-    SQSBackend.send_message = send_message_fast
-    SQSBackend.is_message_valid_based_on_retention_period = retention_ok
+    # Monkeypatching moto's classes is the point of this module; mypy forbids assigning to methods.
+    Queue.delete_message = delete_message  # type: ignore[method-assign]  # patch moto
+    SQSBackend.send_message = send_message_fast  # type: ignore[method-assign]  # patch moto
+    SQSBackend.is_message_valid_based_on_retention_period = retention_ok  # type: ignore[method-assign]  # patch moto
     _applied = True
     return True

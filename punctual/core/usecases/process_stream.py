@@ -40,8 +40,7 @@ class EditorReport:
     failures: list[str] = field(default_factory=list)
 
     def response(self) -> dict[str, Any]:
-        seen: set[str] = set()
-        ordered = [s for s in self.failures if not (s in seen or seen.add(s))]
+        ordered = list(dict.fromkeys(self.failures))  # first occurrence of each, in order
         return {"batchItemFailures": [{"itemIdentifier": s} for s in ordered]}
 
 
