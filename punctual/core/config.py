@@ -31,6 +31,12 @@ class Settings:
     rule_name: str = "punctual-poller"
     # A poll sends every task due within this many seconds of its start (<= 900).
     window_seconds: int = 900
+    # The editor sends a row itself when it is due within this many seconds of being written
+    # (at most window_seconds: fast_path_ms), or sooner than any poll could still be armed for
+    # it; other rows wait
+    # for a poll, which sends everything due together in shared messages (docs/architecture.md,
+    # "Groups").
+    fast_path_seconds: int = 900
     # The rule is armed this long before the next unsent task is due; it must
     # cover EventBridge firing anywhere in the minute plus the target's start delay.
     lead_seconds: int = 120
@@ -66,6 +72,8 @@ class Settings:
     def __post_init__(self) -> None:
         if not 1 <= self.window_seconds <= MAX_DELAY_SECONDS:
             raise ValueError(f"window_seconds must be 1..{MAX_DELAY_SECONDS}, got {self.window_seconds}")
+        if self.fast_path_seconds < 0:
+            raise ValueError(f"fast_path_seconds must be >= 0, got {self.fast_path_seconds}")
         if self.lead_seconds < 0:
             raise ValueError("lead_seconds must be >= 0")
         if self.window_seconds < self.lead_seconds + 60:
@@ -98,6 +106,10 @@ class Settings:
         return self.window_seconds * 1000
 
     @property
+    def fast_path_ms(self) -> int:
+        return min(self.fast_path_seconds, self.window_seconds) * 1000
+
+    @property
     def lead_ms(self) -> int:
         return self.lead_seconds * 1000
 
@@ -124,6 +136,7 @@ ENV: dict[str, str] = {
     "max_attempts": "PUNCTUAL_MAX_ATTEMPTS",
     "max_wait_ms": "PUNCTUAL_MAX_WAIT_MS",
     "wake_early_ms": "PUNCTUAL_WAKE_EARLY_MS",
+    "fast_path_seconds": "PUNCTUAL_FAST_PATH_SECONDS",
     "stale_arm_seconds": "PUNCTUAL_STALE_ARM_SECONDS",
     "poll_lease_seconds": "PUNCTUAL_POLL_LEASE_SECONDS",
     "log_payloads": "PUNCTUAL_LOG_PAYLOADS",

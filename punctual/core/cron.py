@@ -16,6 +16,11 @@ MIN_YEAR, MAX_YEAR = 1970, 2199
 _CRON = re.compile(r"^cron\((\d{1,2}) (\d{1,2}) (\d{1,2}) (\d{1,2}) \? (\d{4})\)$")
 
 
+# The minute we arm must not begin before PutRule lands (a one-shot cron for a started minute may
+# never fire): plan as if "now" were this much later.
+ARM_MARGIN_MS = 10_000
+
+
 def floor_minute(ms: int) -> int:
     return ms - ms % MINUTE_MS
 

@@ -5,10 +5,10 @@ Each record of the table's stream is one of:
 - ``IGNORE``: nothing to do (REMOVE, the meta partition, a row already in flight,
   a released claim, an image-less record);
 - ``REJECT``: the row itself is malformed (``rejection`` says why);
-- ``SEND_NOW``: a valid row due within the window (or past due): claim and send it
-  at once, then make sure a poll follows its orphan check;
-- ``ARM_LATER``: a valid row due after the window: make sure a poll starts by
-  ``due - lead``.
+- ``SEND_NOW``: a valid row due within ``fast_path_seconds`` (or past due, or too soon for
+  any poll to be armed for it): claim and send it at once, then make sure a poll follows its
+  orphan check;
+- ``ARM_LATER``: any other valid row: make sure a poll starts by ``due - lead``.
 
 :func:`plan_batch` folds a batch into the rows to send and the one minute to arm.
 """
@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from .config import META_PK, Settings
-from .cron import minute_not_after, minute_not_before
+from .cron import ARM_MARGIN_MS, floor_minute, minute_not_after, minute_not_before, next_minute_after
 from .models import ATTR_ENQUEUED_MS, RowRejected, Task, task_from_item
 
 
@@ -90,9 +90,16 @@ def classify_record(record: Any, s: Settings, now_ms: int) -> Classified:
         return Classified(Action.REJECT, seq, item, rejection=exc)
     except Exception as exc:  # a row we cannot even parse is still the row's problem
         return Classified(Action.REJECT, seq, item, rejection=RowRejected("malformed", str(exc)[:200]))
-    if task.due_ms <= now_ms + s.window_ms:
+    if task.due_ms <= now_ms + s.fast_path_ms or not poll_can_take(task.due_ms, now_ms, s.lead_ms):
         return Classified(Action.SEND_NOW, seq, item, task=task)
     return Classified(Action.ARM_LATER, seq, item, task=task)
+
+
+def poll_can_take(due_ms: int, now_ms: int, lead_ms: int) -> bool:
+    """Can a poll that starts by ``due - lead`` still be armed? The earliest minute safe to arm
+    begins after ``now + ARM_MARGIN_MS``; a poll armed for a minute starts within it, which
+    ``lead`` covers."""
+    return floor_minute(due_ms - lead_ms) >= next_minute_after(now_ms + ARM_MARGIN_MS)
 
 
 def send_arm_minute(task: Task, s: Settings, now_ms: int) -> int:

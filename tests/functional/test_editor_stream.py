@@ -462,3 +462,27 @@ def test_editor_never_postpones_an_armed_minute_whose_fire_is_pending(stack, rea
         assert run(stack, reader) == {"batchItemFailures": []}
         assert stack.rule()["ScheduleExpression"] == one_shot_cron(armed)
         assert stack.rule()["State"] == "ENABLED"
+
+
+def test_without_a_fast_path_rows_a_poll_can_reach_wait_for_it_and_share_its_messages(stack, reader):
+    """fast_path_seconds=0: the editor sends only what no poll could still be armed for; a row due
+    in 5 min is left to the poll it arms, which sends it together with every row due at that ms."""
+    import dataclasses
+
+    stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, fast_path_seconds=0)
+    s = stack.settings
+    soon, later = T0_MS + 60_000, T0_MS + 5 * 60_000
+    stack.put_raw(sk(soon, "soon"), {"n": 1})
+    for i in range(3):
+        stack.put_raw(sk(later, f"later-{i}"), {"n": i})
+    assert process_stream(reader.event(), stack.deps) == {"batchItemFailures": []}
+    sent = Sent(stack.sqs)
+    # the row due in 60 s was sent (no poll can start by then); the others armed a poll in time
+    assert [p["sk"] for p in delay_bodies(stack, 61)] == [sk(soon, "soon")]
+    armed = read_arm(stack.ddb, s, stack.deps.clock).armed_ms
+    assert armed <= minute_not_after(later - s.lead_ms, T0_MS)
+    stack.deps.clock.frozen.move_to(json_time(armed + 30_000))
+    assert poll(stack.deps).sent == 3
+    assert len(sent.entries) == 1  # the three rows due at the same ms: one group message
+    assert sorted(p["sk"] for p in pointers_of(json.loads(sent.entries[0]["MessageBody"]))) == [
+        sk(later, f"later-{i}") for i in range(3)]

@@ -11,8 +11,8 @@ import dataclasses
 import json
 
 from punctual.core.arming import arm_no_later_than, read_arm
-from punctual.core.cron import MINUTE_MS, next_minute_after
-from punctual.core.usecases.poll import ARM_MARGIN_MS, poll
+from punctual.core.cron import ARM_MARGIN_MS, MINUTE_MS, next_minute_after
+from punctual.core.usecases.poll import poll
 from tests.functional.helpers import SentLog, rule_state, sk
 from tests.support import T0_MS
 

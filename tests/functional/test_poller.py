@@ -8,9 +8,9 @@ import json
 import pytest
 
 from punctual.core.config import META_PK
-from punctual.core.cron import MINUTE_MS
+from punctual.core.cron import ARM_MARGIN_MS, MINUTE_MS
 from punctual.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS
-from punctual.core.usecases.poll import ARM_MARGIN_MS, poll
+from punctual.core.usecases.poll import poll
 from tests.faults import Faults, InjectedCrash
 from tests.functional.helpers import (
     SentLog,

@@ -156,13 +156,14 @@ def run_case(target: str, point: CrashPoint | None, backend: str = "fake",
         obs.set_stream(None)
 
 
-def matrix(target: str, backend: str = "fake", failures: bool = False) -> list[Case]:
+def matrix(target: str, backend: str = "fake", failures: bool = False,
+           settings: Settings | None = None) -> list[Case]:
     """Crash before/after every call of the clean run; with ``failures``, also fail each call for good."""
-    clean = run_case(target, None, backend)
+    clean = run_case(target, None, backend, settings)
     cases = [clean]
     points = crash_points(clean.trace) + (fail_points(clean.trace) if failures else [])
     for point in points:
-        cases.append(run_case(target, point, backend))
+        cases.append(run_case(target, point, backend, settings))
     return cases
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import pytest
 
+from punctual.core.config import Settings
 from tests.reliability.crashes import ROWS, TARGETS, check, format_matrix, loss_matrix, matrix
 
 
-def _run(target: str, backend: str) -> None:
-    cases = matrix(target, backend, failures=True)
+def _run(target: str, backend: str, settings: Settings | None = None) -> None:
+    cases = matrix(target, backend, failures=True, settings=settings)
     print(f"\n{target} ({backend}): {len(cases) - 1} crash / failure points")
     print(format_matrix(cases))
     assert len(cases) > 4, "the clean run made almost no AWS calls: scenario broken"
@@ -37,6 +38,13 @@ CRASH_BOUND_MS = 60_000 + 5_000
 @pytest.mark.parametrize("target", TARGETS)
 def test_crash_matrix(target):
     _run(target, "fake")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_crash_matrix_without_a_fast_path(target):
+    """fast_path_seconds=0: the editor leaves rows a poll can still reach (the +14 min ones here)
+    to a poll; the same invariants and bound hold."""
+    _run(target, "fake", Settings(send_workers=1, fast_path_seconds=0))
 
 
 @pytest.mark.long

@@ -66,15 +66,19 @@ def test_user_modify_of_unsent_row_is_classified_again():
     assert c.action is Action.SEND_NOW and c.task.payload == {"b": 2}
 
 
+WHOLE_WINDOW = Settings(fast_path_seconds=900)  # the default: the editor sends all due within the window
+
+
 @pytest.mark.parametrize("due", [NOW - 3_600_000, NOW, NOW + 300, NOW + 5000, NOW + S.window_ms])
-def test_due_within_window_or_past_is_sent_now(due):
-    c = classify_record(record("INSERT", image(sk(due))), S, NOW)
+def test_with_a_window_wide_fast_path_due_within_window_or_past_is_sent_now(due):
+    c = classify_record(record("INSERT", image(sk(due))), WHOLE_WINDOW, NOW)
     assert c.action is Action.SEND_NOW and c.task.due_ms == due
 
 
 @pytest.mark.parametrize("due", [NOW + S.window_ms + 1, NOW + 3 * 86_400_000])
 def test_due_after_window_arms_later(due):
-    assert classify_record(record("INSERT", image(sk(due))), S, NOW).action is Action.ARM_LATER
+    for s in (S, WHOLE_WINDOW):
+        assert classify_record(record("INSERT", image(sk(due))), s, NOW).action is Action.ARM_LATER
 
 
 @pytest.mark.parametrize(
@@ -145,3 +149,36 @@ def test_duplicate_rows_in_a_batch_are_sent_once():
     r = record("INSERT", image(sk(NOW + 5000)), seq="1")
     m = record("MODIFY", image(sk(NOW + 5000), payload={"z": {"S": "2"}}), image(sk(NOW + 5000)), seq="2")
     assert len(plan_batch([r, m], S, NOW).send_now) == 1
+
+
+# -- fast_path_seconds: what the editor sends itself, and what it leaves to a poll ------------------
+
+NO_FAST_PATH = Settings(fast_path_seconds=0)
+
+
+def test_the_default_fast_path_is_the_window():
+    assert Settings().fast_path_ms == Settings().window_ms
+
+
+@pytest.mark.parametrize("due", [NOW - 1, NOW + 5_000, NOW + 60_000, NOW + 179_999])
+def test_without_a_fast_path_the_editor_still_sends_what_no_poll_can_reach(due):
+    # the earliest minute safe to arm begins at 00:01 (now + 10 s rounded up); a poll must start
+    # by due - lead (120 s): rows due before 00:03 cannot wait for one
+    assert not stream.poll_can_take(due, NOW, NO_FAST_PATH.lead_ms)
+    assert classify_record(record("INSERT", image(sk(due))), NO_FAST_PATH, NOW).action is Action.SEND_NOW
+
+
+@pytest.mark.parametrize("due", [NOW + 180_000, NOW + 300_000, NOW + NO_FAST_PATH.window_ms])
+def test_without_a_fast_path_rows_a_poll_can_reach_are_left_to_it(due):
+    c = classify_record(record("INSERT", image(sk(due))), NO_FAST_PATH, NOW)
+    assert c.action is Action.ARM_LATER
+    minute = stream.later_arm_minute(c.task, NO_FAST_PATH, NOW)
+    assert NOW + 10_000 < minute <= due - NO_FAST_PATH.lead_ms  # safe to arm, and early enough
+
+
+def test_the_fast_path_never_exceeds_the_window():
+    s = Settings(window_seconds=600, lead_seconds=120, fast_path_seconds=900)
+    assert s.fast_path_ms == 600_000  # capped by the window
+    assert classify_record(record("INSERT", image(sk(NOW + 600_001))), s, NOW).action is Action.ARM_LATER
+    with pytest.raises(ValueError, match="fast_path_seconds"):
+        Settings(fast_path_seconds=-1)

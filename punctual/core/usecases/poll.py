@@ -15,7 +15,7 @@ from typing import Any
 
 from punctual.core import observability as obs
 from punctual.core.arming import PollInProgress, arm_no_later_than, compare_and_set, read_arm, sync_rule
-from punctual.core.cron import minute_not_before, next_minute_after, one_shot_cron
+from punctual.core.cron import ARM_MARGIN_MS, minute_not_before, next_minute_after, one_shot_cron
 from punctual.core.keys import after_window_key, window_upper_key
 from punctual.core.metrics_names import ORPHANS_DEFERRED
 from punctual.core.models import RowRejected, Task, task_from_item
@@ -35,9 +35,6 @@ from punctual.core.sending import claim_and_send
 from punctual.core.store import query_below, query_from, reject_row
 
 CAS_ROUNDS = 8
-# The minute we arm must not begin before PutRule lands (a one-shot cron for a started
-# minute may never fire): plan as if "now" were this much later.
-ARM_MARGIN_MS = 10_000
 
 
 @dataclass
