@@ -12,7 +12,6 @@ exported around the call (serialised by a lock).
 from __future__ import annotations
 
 import importlib
-import inspect
 import os
 import threading
 import time
@@ -24,6 +23,7 @@ from typing import Any
 from punctual.core.clock import SystemClock
 from punctual.core.config import load_settings
 from punctual.core.runtime import Deps, make_clients, pool_size
+from punctual.core.usecases.poll import invocation_token
 
 from .provision import Function
 
@@ -91,11 +91,12 @@ class LocalFunction:
             self.invocations += 1
         inner = entry if entry in self.inners else (self.inners[0] if len(self.inners) == 1 else None)
         try:
-            if inner is not None:
-                fn = getattr(self.module, inner)
-                params = list(inspect.signature(fn).parameters)
-                return fn(self.deps) if len(params) == 1 else fn(event, self.deps)
-            return self._call_handler(event)
+            if inner is None:
+                return self._call_handler(event)
+            fn = getattr(self.module, inner)
+            if inner == "poll":  # as the poller's handler calls it: the rule event's id is the token
+                return fn(self.deps, token=invocation_token(event, None))
+            return fn(event, self.deps)
         except BaseException:
             with self._lock:
                 self.errors += 1
