@@ -34,7 +34,7 @@ def handler(event: dict[str, Any], context: Any) -> None:  # never used: the inn
     raise AssertionError("the local stack must call the inner function")
 
 
-def poll(deps: Any) -> dict[str, Any]:
+def poll(deps: Any, token: str | None = None) -> dict[str, Any]:
     with _lock:
-        CALLS.append(("poll", {}))
+        CALLS.append(("poll", {"token": token}))
     return {}

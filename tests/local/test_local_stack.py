@@ -120,6 +120,7 @@ def test_rule_driver_fires_the_armed_minute_once(local):
     minute = floor_minute(int(time.time() * 1000))  # a started minute: fires at once (delay 0 s)
     events.put_rule(Name="punctual-rule", ScheduleExpression=one_shot_cron(minute), State="ENABLED")
     assert wait_for(lambda: len(calls("poll")) == 1, timeout=3)
+    assert calls("poll")[0]["token"].startswith(f"local-{minute}-")  # the fired event's id: the token
     time.sleep(0.6)
     assert len(calls("poll")) == 1  # one-shot
     events.disable_rule(Name="punctual-rule")
