@@ -28,7 +28,8 @@ def delay_seconds(due_ms: int, now_ms: int, wake_early_ms: int = 0) -> int:
     visible before that instant. With ``wake_early_ms = 0`` it is never visible
     before due; with the default setting (1000 ms) it is visible up to a second
     before due and the consumer waits the last fraction in-process, so delivery
-    lands on the millisecond instead of up to a second late (DESIGN.md, Shape).
+    lands on the millisecond instead of up to a second late (docs/benchmark.md, "What limits each
+    number").
     """
     remaining = due_ms - wake_early_ms - now_ms
     if remaining <= 0:

@@ -29,7 +29,6 @@ class SendReport:
     sent: list[Task] = field(default_factory=list)
     skipped: list[Task] = field(default_factory=list)  # claimed by someone else / gone
     failed: list[Task] = field(default_factory=list)  # send failed for good (claim released)
-    messages: int = 0  # delay-queue messages sent
 
 
 def _claim_chunk(ddb: Any, s: Settings, clock: Clock, tasks: Sequence[Task],
@@ -81,7 +80,6 @@ def claim_and_send(ddb: Any, sqs: Any, s: Settings, clock: Clock, tasks: Sequenc
 
     failures = {f.ref: f for f in send_all(sqs, s.delay_queue_url, out, clock, delay_for=delay_for,
                                             workers=s.send_workers)}
-    report.messages = len(out) - len(failures)
     for g in groups:
         failure = failures.get(g)
         for i in g:

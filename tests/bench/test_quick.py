@@ -114,7 +114,7 @@ def test_a_report_names_the_command_that_reproduces_it(tmp_path):
 
 
 def test_invariant_7_cost_per_task_in_a_burst():
-    """DESIGN.md invariant 7, measured on 1,000 tasks due in the same second (fake backend, the real
+    """Invariant 7 (docs/architecture.md), measured on 1,000 tasks due in the same second (fake backend, the real
     handlers): beyond the user's own put, 2 DynamoDB writes per task (the claim and the delete),
     SQS sends and deletes in batches of 10, queries paginated, no scan.
 

@@ -1,4 +1,4 @@
-"""Crash poller, consumer and editor at every AWS call of a representative run (DESIGN.md #2, #5).
+"""Crash poller, consumer and editor at every AWS call of a representative run (invariants 2 and 5, docs/architecture.md).
 
 Normal suite: the in-memory fake (every crash point of the three handlers, < 5 s).
 ``make test-long``: the same matrix over moto. Print it with ``pytest -rA`` or

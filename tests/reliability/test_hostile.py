@@ -1,4 +1,4 @@
-"""Hostile input (DESIGN.md #3): every row is delivered faithfully or rejected with a reason.
+"""Hostile input (invariant 3, docs/architecture.md): every row is delivered faithfully or rejected with a reason.
 
 All the rows of one catalogue are written together, so they travel in the same
 stream batches and poll windows: none may crash a batch or hold up valid rows.

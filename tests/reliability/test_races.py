@@ -3,7 +3,7 @@
 The real handler code runs, one thread per actor, against the in-memory fake
 (:mod:`tests.reliability.fakeaws`); hypothesis chooses which actor makes its next
 AWS call and how far virtual time moves between calls (minute boundaries are
-crossed on purpose). At quiescence the arming invariant (DESIGN.md #6) is checked,
+crossed on purpose). At quiescence the arming invariant (invariant 6, docs/architecture.md) is checked,
 then the world runs on (rule firings, consumer) and invariants 1, 2, 4, 5 are
 checked on what was delivered.
 """
