@@ -110,7 +110,7 @@ DURATION_PROPS = ("window", "lead", "orphan_grace", "lateness_alarm_threshold", 
 TABLE_KEYS = (("pk", "HASH"), ("sk", "RANGE"))
 TABLE_STREAM_VIEW = dynamodb.StreamViewType.NEW_AND_OLD_IMAGES
 
-# Exactly the API calls each function makes (handlers + punctual/core store, arming, sending, queues).
+# Exactly the API calls each function makes (handlers + punctual/core store, arming, queues and the use cases).
 # poller: query_below/query_from, read_arm, claim/release/arm (UpdateItem), reject_row/delete (DeleteItem).
 # editor: get_row/read_arm (GetItem), claim/release/arm (UpdateItem), reject_row (DeleteItem).
 POLLER_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")

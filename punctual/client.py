@@ -8,12 +8,12 @@ client insert and a raw insert are the same thing. The key (``sk``) returned by
 
 from __future__ import annotations
 
+import itertools
 import math
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 from punctual.core.clock import Clock, SystemClock, iso_ms, to_epoch_ms
@@ -22,7 +22,7 @@ from punctual.core.ddbjson import UnsupportedValue, from_plain
 from punctual.core.errors import error_code, is_conditional_failure, is_retryable
 from punctual.core.keys import MAX_DUE_MS, InvalidKey, decode_sk, encode_sk, validate_id
 from punctual.core.models import RowRejected, Task, task_from_item
-from punctual.core.retry import backoff_ms, call_with_retry
+from punctual.core.retry import call_with_retry, retry_unprocessed, retry_wait_ms
 from punctual.core.store import get_row, query_from
 
 from .errors import AlreadyDelivered, AlreadyExists, InvalidSchedule, NotFound, PartialWrite, PunctualError
@@ -238,17 +238,13 @@ class PunctualClient:
         return tasks
 
     def _batch_write(self, items: list[dict[str, Any]], max_attempts: int) -> list[str]:
-        requests = [{"PutRequest": {"Item": item}} for item in items]
-        for attempt in range(1, max_attempts + 1):
-            resp = call_with_retry(
-                partial(self.ddb.batch_write_item, RequestItems={self.table_name: requests}), self.clock
-            )
-            requests = (resp.get("UnprocessedItems") or {}).get(self.table_name) or []
-            if not requests:
-                return []
-            if attempt < max_attempts:
-                self.clock.sleep_ms(backoff_ms(attempt))
-        return [r["PutRequest"]["Item"]["sk"]["S"] for r in requests]
+        def write(pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            resp = self.ddb.batch_write_item(RequestItems={self.table_name: pending})
+            return list((resp.get("UnprocessedItems") or {}).get(self.table_name) or [])
+
+        left = retry_unprocessed(write, [{"PutRequest": {"Item": item}} for item in items], self.clock,
+                                 attempts=max_attempts)
+        return [r["PutRequest"]["Item"]["sk"]["S"] for r in left]
 
     def cancel(self, key: Any) -> ScheduledTask:
         """Delete a pending task (even one already pushed to the delay queue: the
@@ -276,7 +272,7 @@ class PunctualClient:
         row, put the new one with the same id and payload). The old delivery is stopped
         even if it was already pushed to the delay queue."""
         sk = key_of(key)
-        for attempt in range(1, 7):
+        for attempt in itertools.count(1):
             current = get_row(self.ddb, self.settings, self.clock, self.partition_key_value, sk)
             if current is None:
                 raise self._missing(sk)
@@ -302,9 +298,10 @@ class PunctualClient:
                     raise AlreadyExists(task.sk) from exc
                 retry = is_retryable(exc) or "TransactionConflict" in reasons or error_code(exc) in (
                     "TransactionConflictException", "TransactionInProgressException")
-                if not retry or attempt == 6:
+                wait = retry_wait_ms(attempt, self.clock) if retry else None
+                if wait is None:
                     raise
-                self.clock.sleep_ms(backoff_ms(attempt))
+                self.clock.sleep_ms(wait)
                 continue
             return ScheduledTask.of(task)
         raise PunctualError("reschedule did not complete")  # pragma: no cover

@@ -18,6 +18,16 @@ os.environ.pop("AWS_PROFILE", None)
 os.environ.pop("AWS_ENDPOINT_URL", None)
 
 
+@pytest.fixture(autouse=True)
+def _no_invocation_deadline():
+    """A handler test binds its context's deadline (punctual.core.retry); never let it leak."""
+    from punctual.core.retry import set_deadline
+
+    set_deadline(None)
+    yield
+    set_deadline(None)
+
+
 @pytest.fixture
 def frozen():
     from freezegun import freeze_time

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from punctual.core import observability as obs
-from punctual.core.runtime import default_deps
+from punctual.core.runtime import default_deps, start_invocation
 from punctual.core.usecases.consume import consume
 
 __all__ = ["handler", "consume"]
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    obs.start_invocation(context)
-    return consume(event, default_deps())
+    deps = default_deps()
+    start_invocation(context, deps.clock)
+    return consume(event, deps)

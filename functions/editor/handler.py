@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from punctual.core import observability as obs
-from punctual.core.runtime import default_deps
+from punctual.core.runtime import default_deps, start_invocation
 from punctual.core.usecases.process_stream import process_stream
 
 __all__ = ["handler", "process_stream"]
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    obs.start_invocation(context)
-    return process_stream(event, default_deps())
+    deps = default_deps()
+    start_invocation(context, deps.clock)
+    return process_stream(event, deps)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from punctual.core import observability as obs
-from punctual.core.runtime import default_deps
+from punctual.core.runtime import default_deps, start_invocation
 from punctual.core.usecases.poll import invocation_token, poll
 
 __all__ = ["handler", "poll"]
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    obs.start_invocation(context)
-    return poll(default_deps(), token=invocation_token(event, context)).summary()
+    deps = default_deps()
+    start_invocation(context, deps.clock)
+    return poll(deps, token=invocation_token(event, context)).summary()

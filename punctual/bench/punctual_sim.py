@@ -28,14 +28,22 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from punctual.core.parallel import lanes, run_in_order
+from punctual.core.retry import seed_jitter
 from punctual.lambda_events import stream_record
 
 from .engine import Engine, Process, SimClock
 from .models import Models
 from .scenarios import Scenario
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_sqs import SQSClient
+
+    from punctual.core.runtime import Deps
 
 REGION = "us-east-1"
 EPOCH_MS = 1_798_761_600_000  # 2027-01-01T00:00:00Z: virtual time starts here
@@ -121,6 +129,7 @@ class PunctualSim:
         self.overrides = dict(settings or {})
         self.rng = random.Random(seed * 7919 + 17)
         self.fault_rng = random.Random(seed * 104729 + 3)
+        seed_jitter(seed * 15485863 + 7)  # the handlers' retry backoff: reproduced by the seed too
         self.engine = Engine(EPOCH_MS)
         self.clock = SimClock(self.engine)
         self.result = RunResult(name, scenario.name, scenario.n, scenario.horizon_ms, {}, scenario.dues,
@@ -182,7 +191,6 @@ class PunctualSim:
 
     def _setup_fake(self) -> None:
         from punctual.core.config import Settings
-        from punctual.core.runtime import Deps
 
         from .fastaws import BenchAws, BenchClient
 
@@ -210,8 +218,14 @@ class PunctualSim:
             self._hook(c, handler=True)
         self._hook(self.user_ddb, handler=False, actor="user")
         self._hook(self.esm_sqs, handler=False, actor="lambda-sqs-poller")
-        self.deps = Deps(settings=self.settings, clock=self.clock, ddb=self.h_ddb, sqs=self.h_sqs,
-                         events=self.h_events)
+        self.deps = self._handler_deps()
+
+    def _handler_deps(self) -> Deps:
+        """The handlers' Deps over the recording clients (typed as the boto3 clients they stand in for)."""
+        from punctual.core.runtime import Deps
+
+        return Deps(settings=self.settings, clock=self.clock, ddb=cast("DynamoDBClient", self.h_ddb),
+                    sqs=cast("SQSClient", self.h_sqs), events=cast("EventBridgeClient", self.h_events))
 
     def _setup(self) -> None:
         import boto3
@@ -219,7 +233,6 @@ class PunctualSim:
         from botocore.config import Config
 
         from punctual.core.config import Settings
-        from punctual.core.runtime import Deps
 
         cfg = Config(signature_version=UNSIGNED, parameter_validation=False, retries={"max_attempts": 1})
 
@@ -257,8 +270,7 @@ class PunctualSim:
         self._hook(self.user_ddb, handler=False, actor="user")
         self._hook(self.esm_sqs, handler=False, actor="lambda-sqs-poller")
         self._hook(self.streams, handler=False, actor="lambda-stream-poller")
-        self.deps = Deps(settings=self.settings, clock=self.clock, ddb=self.h_ddb, sqs=self.h_sqs,
-                         events=self.h_events)
+        self.deps = self._handler_deps()
         shard = self.streams.describe_stream(StreamArn=self.table_arn_stream)["StreamDescription"]["Shards"][0]
         self.shard_id = shard["ShardId"]
         self.shard_iter = self.streams.get_shard_iterator(

@@ -17,7 +17,7 @@ value, so the rule always converges to the row.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import observability as obs
 from .clock import Clock
@@ -25,6 +25,10 @@ from .config import META_ARM_SK, META_PK, RULE_DESCRIPTION, Settings
 from .cron import next_minute_after, one_shot_cron
 from .retry import call_with_retry
 from .store import conditional_update
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_events import EventBridgeClient
 
 _KEY = {"pk": {"S": META_PK}, "sk": {"S": META_ARM_SK}}
 
@@ -58,7 +62,7 @@ def _state(item: dict[str, Any] | None) -> ArmState:
     )
 
 
-def read_arm(ddb: Any, s: Settings, clock: Clock) -> ArmState:
+def read_arm(ddb: DynamoDBClient, s: Settings, clock: Clock) -> ArmState:
     resp = call_with_retry(
         lambda: ddb.get_item(TableName=s.table_name, Key=_KEY, ConsistentRead=True), clock
     )
@@ -66,7 +70,7 @@ def read_arm(ddb: Any, s: Settings, clock: Clock) -> ArmState:
 
 
 
-def _update_meta(ddb: Any, s: Settings, clock: Clock, update: str, cond: str, names: dict[str, str],
+def _update_meta(ddb: DynamoDBClient, s: Settings, clock: Clock, update: str, cond: str, names: dict[str, str],
                  values: dict[str, Any], **extra: Any) -> dict[str, Any] | None:
     """A conditional UpdateItem of the meta row: the response if applied, None if the condition failed."""
     return conditional_update(ddb, clock, TableName=s.table_name, Key=_KEY, UpdateExpression=update,
@@ -75,7 +79,7 @@ def _update_meta(ddb: Any, s: Settings, clock: Clock, update: str, cond: str, na
 
 
 def compare_and_set(
-    ddb: Any, s: Settings, clock: Clock, expected_version: int, armed_ms: int | None
+    ddb: DynamoDBClient, s: Settings, clock: Clock, expected_version: int, armed_ms: int | None
 ) -> ArmState | None:
     """Set the arm if nobody wrote since ``expected_version``; None if someone did.
 
@@ -99,7 +103,7 @@ def compare_and_set(
 
 
 def arm_no_later_than(
-    ddb: Any,
+    ddb: DynamoDBClient,
     s: Settings,
     clock: Clock,
     minute_ms: int,
@@ -196,19 +200,19 @@ def arm_is_current(state: ArmState, minute_ms: int, now_ms: int, stale_poll_ms: 
     return state.polling_ms is None or state.polling_ms < now_ms - stale_poll_ms
 
 
-def _rule_is(events: Any, s: Settings, clock: Clock, armed_ms: int | None) -> bool:
+def _rule_is(events: EventBridgeClient, s: Settings, clock: Clock, armed_ms: int | None) -> bool:
     rule = call_with_retry(lambda: events.describe_rule(Name=s.rule_name), clock)
     if armed_ms is None:
         return rule.get("State") == "DISABLED"
     return rule.get("State") == "ENABLED" and rule.get("ScheduleExpression") == one_shot_cron(armed_ms)
 
 
-def rule_matches(events: Any, s: Settings, clock: Clock, state: ArmState) -> bool:
+def rule_matches(events: EventBridgeClient, s: Settings, clock: Clock, state: ArmState) -> bool:
     """Is the rule armed as the row says? (A writer may have died between the two.)"""
     return _rule_is(events, s, clock, state.armed_ms)
 
 
-def apply_rule(events: Any, s: Settings, clock: Clock, armed_ms: int | None) -> None:
+def apply_rule(events: EventBridgeClient, s: Settings, clock: Clock, armed_ms: int | None) -> None:
     if armed_ms is None:
         call_with_retry(lambda: events.disable_rule(Name=s.rule_name), clock)
         return
@@ -232,7 +236,7 @@ def apply_rule(events: Any, s: Settings, clock: Clock, armed_ms: int | None) -> 
 
 
 def sync_rule(
-    ddb: Any, events: Any, s: Settings, clock: Clock, state: ArmState | None = None, rounds: int = 8
+    ddb: DynamoDBClient, events: EventBridgeClient, s: Settings, clock: Clock, state: ArmState | None = None, rounds: int = 8
 ) -> ArmState:
     """Make the rule match the meta row; returns the state that was applied last.
 

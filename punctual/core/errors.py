@@ -17,6 +17,16 @@ THROTTLING = frozenset(
         "InternalFailure",
         "ServiceUnavailable",
         "AWS.SimpleQueueService.InternalError",
+        # what botocore's standard retry mode also retries (our clients have its retries off)
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+        "TransactionInProgressException",
+        "InternalServerError",
+        "ServiceUnavailableException",
+        "SlowDown",
+        "BandwidthLimitExceeded",
+        "EC2ThrottledException",
     }
 )
 
@@ -41,5 +51,10 @@ def is_retryable(exc: BaseException) -> bool:
             "ConnectionClosedError",
             "ReadTimeoutError",
             "ConnectTimeoutError",
+            "ReadTimeout",
+            "ConnectionError",
         )
-    return code in THROTTLING
+    if code in THROTTLING:
+        return True
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")  # type: ignore[attr-defined]
+    return isinstance(status, int) and status >= 500

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, copy_context
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -48,5 +48,10 @@ def pmap(fn: Callable[[T], R], items: Iterable[T], workers: int) -> list[R]:
             return [fn(item) for item in todo]
         finally:
             _lanes.reset(token)
+    token = _lanes.set(width)
+    try:
+        caller = copy_context()  # the workers see the caller's context (lanes, the retry deadline)
+    finally:
+        _lanes.reset(token)
     with ThreadPoolExecutor(max_workers=width) as pool:
-        return list(pool.map(fn, todo))
+        return list(pool.map(lambda item: caller.copy().run(fn, item), todo))

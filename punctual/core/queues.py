@@ -1,18 +1,23 @@
-"""SQS sends: SendMessageBatch by 10, failed entries retried with backoff.
+"""SQS sends: SendMessageBatch by 10, failed entries retried under the one policy (retry.py).
 
 Takes a client; never imports boto3.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import observability as obs
 from .clock import Clock
 from .errors import error_code, is_retryable
 from .parallel import pmap
-from .retry import backoff_ms, call_with_retry
+from .retry import ATTEMPTS, call_with_retry, retry_wait_ms
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
 
 BATCH = 10
 # SendMessageBatch: the bodies of one call total at most 256 KiB.
@@ -36,11 +41,11 @@ class Failed:
 
 
 def send_all(
-    sqs: object,
+    sqs: SQSClient,
     queue_url: str,
     messages: Sequence[Outgoing],
     clock: Clock,
-    attempts: int = 6,
+    attempts: int = ATTEMPTS,
     delay_for: Callable[[Outgoing], int] | None = None,
     workers: int = 1,
 ) -> list[Failed]:
@@ -75,9 +80,11 @@ def batches(messages: Sequence[Outgoing], max_bytes: int = MAX_BATCH_BYTES) -> l
 
 
 def _send_batch(sqs, queue_url, batch, clock, attempts, delay_for) -> list[Failed]:
+    """One SendMessageBatch call and its retries under the one policy (retry.py): a retryable
+    error or retryable failed entries use an attempt; entries failed by our own fault do not retry."""
     pending: list[Outgoing] = batch
     permanent: list[Failed] = []
-    for attempt in range(1, attempts + 1):
+    for attempt in itertools.count(1):
         entries = [
             {
                 "Id": str(i),
@@ -89,10 +96,11 @@ def _send_batch(sqs, queue_url, batch, clock, attempts, delay_for) -> list[Faile
         try:
             resp = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
         except Exception as exc:
-            if not is_retryable(exc) or attempt == attempts:
+            wait = retry_wait_ms(attempt, clock, attempts) if is_retryable(exc) else None
+            if wait is None:
                 code = str(error_code(exc) or type(exc).__name__)
                 return permanent + [Failed(m.ref, code, str(exc)[:300]) for m in pending]
-            clock.sleep_ms(backoff_ms(attempt))
+            clock.sleep_ms(wait)
             continue
         retry: list[tuple[Outgoing, Failed]] = []
         for f in resp.get("Failed") or []:
@@ -104,14 +112,15 @@ def _send_batch(sqs, queue_url, batch, clock, attempts, delay_for) -> list[Faile
                 retry.append((msg, fail))
         if not retry:
             return permanent
-        if attempt == attempts:
+        wait = retry_wait_ms(attempt, clock, attempts)
+        if wait is None:
             return permanent + [fail for _, fail in retry]
         pending = [msg for msg, _ in retry]
-        clock.sleep_ms(backoff_ms(attempt))
-    return permanent
+        clock.sleep_ms(wait)
+    raise AssertionError("unreachable")
 
 
-def visible_messages(sqs: object, queue_url: str, clock: Clock) -> int | None:
+def visible_messages(sqs: SQSClient, queue_url: str, clock: Clock) -> int | None:
     """SQS's approximate count of messages ready to be received (not delayed, not in flight);
     None when the count cannot be read (the caller then assumes no backlog)."""
     try:

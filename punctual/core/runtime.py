@@ -6,19 +6,26 @@ The only place boto3 is imported (lazily), so the rest of ``punctual.core`` stay
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from . import observability as obs
 from .clock import Clock, SystemClock
 from .config import Settings, load_settings
+from .retry import deadline_of, set_deadline
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_sqs import SQSClient
 
 
 @dataclass
 class Deps:
     settings: Settings
     clock: Clock
-    ddb: Any
-    sqs: Any
-    events: Any
+    ddb: DynamoDBClient
+    sqs: SQSClient
+    events: EventBridgeClient
 
 
 _cached: Deps | None = None
@@ -36,7 +43,8 @@ def make_clients(endpoint_url: str | None = None, region: str | None = None,
     import boto3
     from botocore.config import Config
 
-    cfg = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=20,
+    # botocore does not retry: retry.py is the one retry layer, bounded by the invocation's deadline
+    cfg = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=5, read_timeout=20,
                  max_pool_connections=max_pool_connections)
     kw: dict[str, Any] = {"config": cfg}
     if endpoint_url:
@@ -60,6 +68,13 @@ def default_deps() -> Deps:
             events=clients["events"],
         )
     return _cached
+
+
+def start_invocation(context: Any, clock: Clock) -> None:
+    """What each handler does first: bind the invocation to the log lines, and bound every retry
+    by the time Lambda gives it (none without a context)."""
+    obs.start_invocation(context)
+    set_deadline(deadline_of(context, clock.now_ms()))
 
 
 def reset_default_deps() -> None:

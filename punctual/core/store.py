@@ -1,13 +1,14 @@
 """DynamoDB access for task rows (low-level client, attribute-value items).
 
-Takes a client; never imports boto3. Every call retries throttling with backoff.
+Takes a client; never imports boto3. Every call retries throttling with the one policy of
+``retry.py`` (bounded by the invocation's deadline).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import observability as obs
 from .clock import Clock
@@ -16,14 +17,18 @@ from .errors import is_conditional_failure
 from .metrics_names import REJECTED_ROWS
 from .models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS, Rejection, RowRejected, Task
 from .parallel import pmap
-from .retry import backoff_ms, call_with_retry
+from .retry import call_with_retry, retry_unprocessed
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
 
 
 def _key(pk: str, sk: str) -> dict[str, Any]:
     return {"pk": {"S": pk}, "sk": {"S": sk}}
 
 
-def _query(ddb: Any, clock: Clock, **kw: Any) -> Iterator[dict[str, Any]]:
+def _query(ddb: DynamoDBClient, clock: Clock, **kw: Any) -> Iterator[dict[str, Any]]:
     start: dict[str, Any] | None = None
     while True:
         args = dict(kw)
@@ -36,7 +41,7 @@ def _query(ddb: Any, clock: Clock, **kw: Any) -> Iterator[dict[str, Any]]:
             return
 
 
-def query_below(ddb: Any, s: Settings, clock: Clock, upper_key: str) -> Iterator[dict[str, Any]]:
+def query_below(ddb: DynamoDBClient, s: Settings, clock: Clock, upper_key: str) -> Iterator[dict[str, Any]]:
     """Every row of the partition with ``sk < upper_key``, oldest first, strongly consistent."""
     return _query(
         ddb,
@@ -49,7 +54,7 @@ def query_below(ddb: Any, s: Settings, clock: Clock, upper_key: str) -> Iterator
 
 
 def query_from(
-    ddb: Any, s: Settings, clock: Clock, lower_key: str, upper_key: str | None = None, page_size: int = 50
+    ddb: DynamoDBClient, s: Settings, clock: Clock, lower_key: str, upper_key: str | None = None, page_size: int = 50
 ) -> Iterator[dict[str, Any]]:
     """Rows with ``lower_key <= sk`` (and ``sk <= upper_key``), oldest first, in pages of
     ``page_size`` rows (0: DynamoDB's 1 MB pages)."""
@@ -69,17 +74,17 @@ def query_from(
     )
 
 
-def conditional_update(ddb: Any, clock: Clock, **request: Any) -> dict[str, Any] | None:
+def conditional_update(ddb: DynamoDBClient, clock: Clock, **request: Any) -> dict[str, Any] | None:
     """``UpdateItem`` with a condition: the response if applied, None if the condition failed."""
     try:
-        return call_with_retry(lambda: ddb.update_item(**request), clock)
+        return dict(call_with_retry(lambda: ddb.update_item(**request), clock))
     except Exception as exc:
         if is_conditional_failure(exc):
             return None
         raise
 
 
-def claim(ddb: Any, s: Settings, clock: Clock, task: Task, now_ms: int, token: str | None = None) -> bool:
+def claim(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now_ms: int, token: str | None = None) -> bool:
     """Mark ``task`` as sent at ``now_ms`` (by ``token``) before sending it; False if someone else did.
 
     Conditional on the row still existing (a cancelled row is never resurrected)
@@ -115,7 +120,7 @@ def claim(ddb: Any, s: Settings, clock: Clock, task: Task, now_ms: int, token: s
     return applied is not None
 
 
-def release(ddb: Any, s: Settings, clock: Clock, task: Task, claimed_ms: int) -> bool:
+def release(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, claimed_ms: int) -> bool:
     """Undo our claim after a send that failed for good, so the row is sent again soon."""
     applied = conditional_update(
         ddb,
@@ -130,14 +135,14 @@ def release(ddb: Any, s: Settings, clock: Clock, task: Task, claimed_ms: int) ->
     return applied is not None
 
 
-def get_row(ddb: Any, s: Settings, clock: Clock, pk: str, sk: str) -> dict[str, Any] | None:
+def get_row(ddb: DynamoDBClient, s: Settings, clock: Clock, pk: str, sk: str) -> dict[str, Any] | None:
     resp = call_with_retry(
         lambda: ddb.get_item(TableName=s.table_name, Key=_key(pk, sk), ConsistentRead=True), clock
     )
     return resp.get("Item")
 
 
-def rows_between(ddb: Any, s: Settings, clock: Clock, lower_sk: str, upper_sk: str) -> dict[str, dict[str, Any]]:
+def rows_between(ddb: DynamoDBClient, s: Settings, clock: Clock, lower_sk: str, upper_sk: str) -> dict[str, dict[str, Any]]:
     """Every row with ``lower_sk <= sk <= upper_sk``, strongly consistent, by sk.
 
     One Query (paginated) for rows due together: it costs the bytes read / 4 KB, where
@@ -145,43 +150,38 @@ def rows_between(ddb: Any, s: Settings, clock: Clock, lower_sk: str, upper_sk: s
     return {item["sk"]["S"]: item for item in query_from(ddb, s, clock, lower_sk, upper_sk, page_size=0)}
 
 
-def delete_row(ddb: Any, s: Settings, clock: Clock, pk: str, sk: str) -> None:
+def delete_row(ddb: DynamoDBClient, s: Settings, clock: Clock, pk: str, sk: str) -> None:
     call_with_retry(lambda: ddb.delete_item(TableName=s.table_name, Key=_key(pk, sk)), clock)
 
 
 DELETE_BATCH = 25  # BatchWriteItem's limit
 
 
-def _delete_chunk(ddb: Any, s: Settings, clock: Clock, keys: list[tuple[str, str]],
-                  attempts: int) -> list[tuple[str, str]]:
-    pending = [{"DeleteRequest": {"Key": _key(pk, sk)}} for pk, sk in keys]
-    for attempt in range(1, attempts + 1):
-        request = {s.table_name: pending}
-        try:
-            resp = call_with_retry(partial(ddb.batch_write_item, RequestItems=request), clock)
-        except Exception as exc:
-            obs.log("ERROR", "row delete failed", error=str(exc)[:300], rows=len(pending))
-            break
-        pending = resp.get("UnprocessedItems", {}).get(s.table_name, [])
-        if not pending:
-            return []
-        if attempt < attempts:
-            clock.sleep_ms(backoff_ms(attempt))
-    return [(r["DeleteRequest"]["Key"]["pk"]["S"], r["DeleteRequest"]["Key"]["sk"]["S"]) for r in pending]
+def _delete_chunk(ddb: DynamoDBClient, s: Settings, clock: Clock, keys: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    def write(pending: list[Any]) -> list[Any]:
+        resp = ddb.batch_write_item(RequestItems={s.table_name: pending})
+        return list(resp.get("UnprocessedItems", {}).get(s.table_name, []))
+
+    requests: list[Any] = [{"DeleteRequest": {"Key": _key(pk, sk)}} for pk, sk in keys]
+    try:
+        left = retry_unprocessed(write, requests, clock)
+    except Exception as exc:
+        obs.log("ERROR", "row delete failed", error=str(exc)[:300], rows=len(requests))
+        return list(keys)
+    return [(r["DeleteRequest"]["Key"]["pk"]["S"], r["DeleteRequest"]["Key"]["sk"]["S"]) for r in left]
 
 
-def delete_rows(ddb: Any, s: Settings, clock: Clock, keys: list[tuple[str, str]],
-                attempts: int = 8) -> list[tuple[str, str]]:
+def delete_rows(ddb: DynamoDBClient, s: Settings, clock: Clock, keys: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Delete rows 25 per BatchWriteItem, ``s.send_workers`` calls at a time (the same write
     units as one DeleteItem per row, far fewer calls); returns the keys left undeleted."""
     chunks = [keys[i : i + DELETE_BATCH] for i in range(0, len(keys), DELETE_BATCH)]
-    parts = pmap(lambda c: _delete_chunk(ddb, s, clock, c, attempts), chunks, s.send_workers)
+    parts = pmap(lambda c: _delete_chunk(ddb, s, clock, c), chunks, s.send_workers)
     return [key for part in parts for key in part]
 
 
 def reject_row(
-    ddb: Any,
-    sqs: Any,
+    ddb: DynamoDBClient,
+    sqs: SQSClient,
     s: Settings,
     clock: Clock,
     item: dict[str, Any],

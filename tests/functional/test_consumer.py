@@ -461,6 +461,30 @@ def test_lambda_handler_entry_point(stack, frozen, monkeypatch, logs):
         reset_default_deps()
 
 
+@pytest.mark.parametrize("remaining_ms, waits", [(30_000, True), (8_000, False)])
+def test_the_consumer_waits_only_as_long_as_its_invocation_can(stack, frozen, monkeypatch, remaining_ms, waits):
+    """GIVEN a message due in 1.5 s (inside the 2 s in-process wait) WHEN the Lambda context has
+    plenty of time left THEN the handler waits and delivers on the ms; WHEN it has too little for the
+    wait, a group's extra wake and span and the sends THEN it puts the message back to its due time
+    instead of risking the timeout mid-batch (nothing is delivered early either way)."""
+    import functions.consumer.handler as consumer_handler
+
+    monkeypatch.setattr(consumer_handler, "default_deps", lambda: stack.deps)  # its clock sleeps in frozen time
+    due = T0_MS + 1_500
+    enqueue(stack, schedule(stack, due, "budget"), due, delay_seconds=0)
+    event = receive_event(stack)
+    context = SimpleNamespace(function_name="punctual-consumer", aws_request_id="r",
+                              get_remaining_time_in_millis=lambda: remaining_ms)
+    response = consumer_handler.handler(event, context)
+    if waits:
+        assert response == {"batchItemFailures": []}
+        assert [e["delivered_at_ms"] for e in delivered(stack)] == [due]
+    else:
+        assert response == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
+        assert delivered(stack) == [] and now_ms(stack) == T0_MS  # no wait started
+        assert len(stack.rows()) == 1
+
+
 def test_empty_event_and_queue_url_from_arn(stack, frozen):
     assert consume({"Records": []}, stack.deps) == {"batchItemFailures": []}
     assert consume({}, stack.deps) == {"batchItemFailures": []}

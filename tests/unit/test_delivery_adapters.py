@@ -5,6 +5,7 @@ from __future__ import annotations
 from punctual.core.clock import ManualClock
 from punctual.core.config import Settings
 from punctual.core.queues import MAX_BATCH_BYTES, Outgoing, batches, send_all
+from punctual.core.retry import ATTEMPTS
 from punctual.core.store import delete_rows, rows_between
 
 
@@ -92,8 +93,9 @@ def test_delete_rows_by_25_retrying_unprocessed_items():
 def test_delete_rows_returns_the_keys_left_undeleted():
     rows = {("scheduler", "a"): row("a"), ("scheduler", "b"): row("b")}
     ddb = FakeDdb(rows, unprocessed_rounds=100)
-    assert delete_rows(ddb, Settings(), ManualClock(), list(rows), attempts=3) == [("scheduler", "b")]
+    assert delete_rows(ddb, Settings(), ManualClock(), list(rows)) == [("scheduler", "b")]
     assert list(ddb.rows) == [("scheduler", "b")]
+    assert len(ddb.calls) == ATTEMPTS  # one retry layer: one request per attempt, not attempts x attempts
     assert delete_rows(FakeDdb({}), Settings(), ManualClock(), []) == []
 
 

@@ -4,8 +4,8 @@ Each record is a message pointing at one row (DelayMessage) or at a group of row
 (DelayGroup, docs/architecture.md "Groups"):
 1. poison (not a pointer message for our partition) -> batch item failure, logged (ends in the
    DLQ); a group with some unusable row keys delivers the rest and fails likewise;
-2. due later than ``max_wait_ms`` (a group: plus its extra wake) -> ChangeMessageVisibility to
-   its due time, batch item failure;
+2. due later than ``max_wait_ms`` (a group: plus its extra wake; less when the invocation's time
+   left is short, :func:`max_wait_ms`) -> ChangeMessageVisibility to its due time, batch item failure;
 3. otherwise, in due order, runs of rows due together: wait to the last due ms, read their sk
    range (one consistent Query), drop missing rows (cancelled or rescheduled), reject rows that
    became invalid, re-check the clock, SendMessageBatch the delivered events (``send_workers``
@@ -34,8 +34,9 @@ from punctual.core.delivery import (
     plan_batch,
 )
 from punctual.core.models import DeliveredEvent, RowRejected, Task, delivery_body, task_from_item
+from punctual.core.planning import GROUP_MAX_EXTRA_WAKE_MS
 from punctual.core.queues import Outgoing, send_all
-from punctual.core.retry import call_with_retry
+from punctual.core.retry import call_with_retry, time_left_ms
 from punctual.core.runtime import Deps
 from punctual.core.store import delete_rows, reject_row, rows_between
 
@@ -65,6 +66,18 @@ def queue_url_from_arn(arn: str) -> str:
 
 # Rows delivered so far are deleted before a wait of at least this long (else after the batch).
 DELETE_WHILE_WAITING_MS = 50
+# Kept back from the invocation's time for the reads, sends and deletes after the last wait.
+SEND_RESERVE_MS = 5000
+
+
+def max_wait_ms(deps: Deps) -> int:
+    """How long this invocation may wait in-process for a message: ``max_wait_ms``, less when the
+    invocation's time left could not cover the wait, a group's extra wake and span, and its sends
+    (a message it cannot serve is put back to its due time instead of timing out mid-batch)."""
+    s, left = deps.settings, time_left_ms(deps.clock)
+    if left is None:
+        return s.max_wait_ms
+    return max(0, min(s.max_wait_ms, left - SEND_RESERVE_MS - GROUP_MAX_EXTRA_WAKE_MS - s.group_span_ms))
 
 
 def _poison(record: Any, position: int, reason: str, report: ConsumeReport) -> None:
@@ -209,7 +222,7 @@ def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
         if isinstance(record, dict) and isinstance(record.get("eventSourceARN"), str):
             source_arn = record["eventSourceARN"]
 
-    plan = plan_batch(parsed, clock.now_ms(), s.max_wait_ms)
+    plan = plan_batch(parsed, clock.now_ms(), max_wait_ms(deps))
     queue_url = s.delay_queue_url or queue_url_from_arn(source_arn)
     for rec, seconds in plan.put_back:
         _put_back(deps, queue_url, rec, seconds, report)

@@ -31,8 +31,8 @@ from punctual.core.planning import (
 )
 from punctual.core.queues import visible_messages
 from punctual.core.runtime import Deps
-from punctual.core.sending import claim_and_send
 from punctual.core.store import query_below, query_from, reject_row
+from punctual.core.usecases.send import claim_and_send
 
 CAS_ROUNDS = 8
 

@@ -23,9 +23,9 @@ from punctual.core import observability as obs
 from punctual.core.arming import arm_is_current, arm_no_later_than, read_arm, rule_matches, sync_rule
 from punctual.core.models import RowRejected, task_from_item
 from punctual.core.runtime import Deps
-from punctual.core.sending import claim_and_send
 from punctual.core.store import get_row, reject_row
 from punctual.core.stream import Action, BatchPlan, Classified, plan_batch
+from punctual.core.usecases.send import claim_and_send
 
 SOURCE = "editor"
 

@@ -1,4 +1,5 @@
-"""Claim-then-send of tasks to the delay queue, shared by the poller and the editor.
+"""Use case "send": claim tasks and send them to the delay queue, shared by the poll and the
+stream batch (the editor's fast path).
 
 Claim every task (a conditional write per row), group the claimed rows due within
 ``group_span_ms`` of each other into one delay-queue message (planning.group_by_due), send
@@ -12,16 +13,20 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
-from . import observability as obs
-from .clock import Clock
-from .config import Settings
-from .models import DelayGroup, Task
-from .parallel import pmap
-from .planning import delay_seconds, group_by_due, group_extra_wake_ms
-from .queues import BATCH, Outgoing, send_all
-from .store import claim, release
+from punctual.core import observability as obs
+from punctual.core.clock import Clock
+from punctual.core.config import Settings
+from punctual.core.models import DelayGroup, Task
+from punctual.core.parallel import pmap
+from punctual.core.planning import delay_seconds, group_by_due, group_extra_wake_ms
+from punctual.core.queues import BATCH, Outgoing, send_all
+from punctual.core.store import claim, release
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
 
 
 @dataclass
@@ -31,7 +36,7 @@ class SendReport:
     failed: list[Task] = field(default_factory=list)  # send failed for good (claim released)
 
 
-def _claim_chunk(ddb: Any, s: Settings, clock: Clock, tasks: Sequence[Task],
+def _claim_chunk(ddb: DynamoDBClient, s: Settings, clock: Clock, tasks: Sequence[Task],
                  token: str | Mapping[str, str] | None) -> list[tuple[Task, int | None]]:
     """(task, claim time), or (task, None) when someone else holds it or it is gone."""
     out: list[tuple[Task, int | None]] = []
@@ -46,7 +51,7 @@ def _pointer_bytes(task: Task) -> int:
     return len(json.dumps([task.sk, task.attempt + 1], ensure_ascii=False).encode("utf-8")) + 1
 
 
-def claim_and_send(ddb: Any, sqs: Any, s: Settings, clock: Clock, tasks: Sequence[Task],
+def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
                    token: str | Mapping[str, str] | None = None) -> SendReport:
     """Claim ``tasks`` (sorted by due) and send them in groups, ``s.send_workers`` calls at a time.
 
