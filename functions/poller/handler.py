@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from punctual.core.runtime import default_deps, start_invocation
+from punctual.core.runtime import Deps, default_deps, start_invocation
 from punctual.core.usecases.poll import invocation_token, poll
 
 __all__ = ["handler", "poll"]
 
 
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    deps = default_deps()
+def handler(event: dict[str, Any], context: Any, deps: Deps | None = None) -> dict[str, Any]:
+    """``deps``: Lambda passes none (built from the environment); the local stack passes its own."""
+    deps = deps or default_deps()
     start_invocation(context, deps.clock)
     return poll(deps, token=invocation_token(event, context)).summary()

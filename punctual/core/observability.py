@@ -4,8 +4,8 @@ Payloads are data: they are never logged unless ``log_payloads`` is on.
 
 Every line written during a Lambda invocation carries its ``request_id`` and ``cold_start``
 (bound by :func:`start_invocation`, which each handler calls first). Lambda runs one invocation
-at a time per execution environment, so one module-level binding is the invocation's, and the
-poller's send workers (threads) log with it too. Why our own lines rather than Lambda's JSON log
+at a time per execution environment; the binding is a context variable, so the poller's send
+workers (threads) log with it too and the local stack's concurrent functions keep theirs apart. Why our own lines rather than Lambda's JSON log
 format or Powertools Logger: docs/construct.md, "Logs and metrics".
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .metrics_names import INSTANCE_DIMENSION
@@ -30,8 +31,10 @@ class LogStream(Protocol):
 
 
 _out: LogStream | None = None
-# What every line of the current invocation carries (request_id, cold_start).
-_invocation: dict[str, Any] = {}
+# What every line of the current invocation carries (request_id, cold_start). A context variable:
+# the send workers of parallel.pmap inherit it, and the local stack's functions (threads of one
+# process) each keep their own.
+_invocation: ContextVar[dict[str, Any] | None] = ContextVar("punctual_log_invocation", default=None)
 # Functions that have already started an invocation in this process (cold_start is then false).
 _warm: set[str] = set()
 
@@ -52,17 +55,18 @@ def start_invocation(context: Any) -> dict[str, Any]:
     ``context`` may be None (a test calling the handler): no request id, cold_start as for any call."""
     function = str(getattr(context, "function_name", "") or "")
     request_id = getattr(context, "aws_request_id", None)
-    _invocation.clear()
+    binding: dict[str, Any] = {}
     if request_id:
-        _invocation["request_id"] = str(request_id)
-    _invocation["cold_start"] = function not in _warm
+        binding["request_id"] = str(request_id)
+    binding["cold_start"] = function not in _warm
     _warm.add(function)
-    return dict(_invocation)
+    _invocation.set(binding)
+    return dict(binding)
 
 
 def log(level: str, message: str, **fields: Any) -> None:
     """One JSON line with the invocation's binding (fields cannot override it)."""
-    record = {"level": level, "message": message, **fields, **_invocation}
+    record = {"level": level, "message": message, **fields, **(_invocation.get() or {})}
     _write(json.dumps(record, default=str, separators=(",", ":")))
 
 
@@ -85,7 +89,7 @@ def metric(
     dims = {INSTANCE_DIMENSION: settings.instance_name}
     record = {
         **properties,
-        **_invocation,
+        **(_invocation.get() or {}),
         "_aws": {
             "Timestamp": timestamp_ms if timestamp_ms is not None else int(time.time() * 1000),
             "CloudWatchMetrics": [

@@ -124,7 +124,7 @@ class RuleDriver(Driver):
     def _invoke(self, fn: LocalFunction, event: dict[str, Any], attempt: int) -> None:
         """An asynchronous invocation: a failure is retried per the function's EventInvokeConfig."""
         try:
-            fn.invoke(event, "poll")
+            fn.invoke(event)
         except Exception as exc:
             self.errors += 1
             if attempt < min(fn.spec.async_retries, len(self.retry_delays_s)):
@@ -231,7 +231,7 @@ class SqsDriver(Driver):
             event = {"Records": records}
             ids = [r["messageId"] for r in records]
             try:
-                result = self.fn.invoke(event, "consume") if records else None
+                result = self.fn.invoke(event) if records else None
                 failed = failed_ids(result, ids, self.mapping.report_batch_item_failures)
                 if failed is None:
                     self.log("sqs", f"{self.fn.name}: invalid batchItemFailures: whole batch left on the queue")
@@ -367,7 +367,7 @@ class StreamDriver(Driver):
         event = {"Records": [stream_record(r, self.stream_arn, self.region) for r in batch]}
         seqs = [r["dynamodb"].get("SequenceNumber") for r in batch]
         try:
-            result = self.fn.invoke(event, "process_stream")
+            result = self.fn.invoke(event)
         except Exception as exc:
             self.errors += 1
             self.log("stream", f"{self.fn.name} raised {type(exc).__name__}: {exc}: batch retried")

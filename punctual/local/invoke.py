@@ -3,15 +3,16 @@
 Environment variables are process-global, so the function's template
 ``Environment`` is not exported: it becomes the function's own
 :class:`~punctual.core.runtime.Deps` (``load_settings(env)`` plus boto3 clients aimed
-at the local endpoint), and the module's inner entry point is called with it:
-``poll(deps)``, ``consume(event, deps)`` or ``process_stream(event, deps)``. A module
-with none of these is called as ``handler(event, context)`` with the environment
-exported around the call (serialised by a lock).
+at the local endpoint), passed to the handler as ``handler(event, context, deps=...)``:
+the very code Lambda runs, context and all (the three Punctual handlers take ``deps``).
+A handler without a ``deps`` parameter is called as ``handler(event, context)`` with the
+environment exported around the call (serialised by a lock).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import threading
 import time
@@ -23,11 +24,9 @@ from typing import Any
 from punctual.core.clock import SystemClock
 from punctual.core.config import load_settings
 from punctual.core.runtime import Deps, make_clients, pool_size
-from punctual.core.usecases.poll import invocation_token
 
 from .provision import Function
 
-INNER = ("poll", "consume", "process_stream")
 _env_lock = threading.Lock()
 
 
@@ -66,7 +65,7 @@ class LocalFunction:
     def __init__(self, spec: Function, endpoint_url: str, region: str):
         self.spec = spec
         self.module, self.attr = import_handler(spec.handler)
-        self.inners = [name for name in INNER if callable(getattr(self.module, name, None))]
+        self.takes_deps = "deps" in inspect.signature(getattr(self.module, self.attr)).parameters
         self.settings = load_settings(spec.environment)
         clients = make_clients(endpoint_url, region, max_pool_connections=pool_size(self.settings))
         self.deps = Deps(
@@ -84,19 +83,13 @@ class LocalFunction:
     def name(self) -> str:
         return self.spec.name
 
-    def invoke(self, event: dict[str, Any], entry: str | None = None) -> Any:
-        """Call the inner entry point ``entry`` (``poll``/``consume``/``process_stream``) if the module
-        has it, else its only inner entry point, else ``handler(event, context)``."""
+    def invoke(self, event: dict[str, Any]) -> Any:
+        """Call the handler with ``event`` and a Lambda-like context (its remaining time counts
+        down from the function's timeout)."""
         with self._lock:
             self.invocations += 1
-        inner = entry if entry in self.inners else (self.inners[0] if len(self.inners) == 1 else None)
         try:
-            if inner is None:
-                return self._call_handler(event)
-            fn = getattr(self.module, inner)
-            if inner == "poll":  # as the poller's handler calls it: the rule event's id is the token
-                return fn(self.deps, token=invocation_token(event, None))
-            return fn(event, self.deps)
+            return self._call_handler(event)
         except BaseException:
             with self._lock:
                 self.errors += 1
@@ -106,6 +99,8 @@ class LocalFunction:
         fn = getattr(self.module, self.attr)
         ctx = _Context(self.spec.name, str(uuid.uuid4()), self.spec.arn,
                        deadline_ms=int(time.time() * 1000) + self.spec.timeout_s * 1000)
+        if self.takes_deps:
+            return fn(event, ctx, deps=self.deps)
         with _env_lock:
             saved = {k: os.environ.get(k) for k in self.spec.environment}
             os.environ.update(self.spec.environment)

@@ -440,7 +440,7 @@ def test_lambda_handler_entry_point(stack, frozen, monkeypatch, logs):
     for name, value in to_environment(stack.settings).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(obs, "_warm", set())
-    monkeypatch.setattr(obs, "_invocation", {})
+    obs._invocation.set({})
     reset_default_deps()
     try:
         for n, task_id in enumerate(("h1", "h2")):

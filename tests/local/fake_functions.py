@@ -1,4 +1,4 @@
-"""Stand-in consumer and editor modules for driver tests: they record what they are given."""
+"""A stand-in for the Punctual functions in driver tests: it records what it is given."""
 
 from __future__ import annotations
 
@@ -30,11 +30,19 @@ def process_stream(event: dict[str, Any], deps: Any) -> dict[str, Any]:
     return {"batchItemFailures": [{"itemIdentifier": s} for s in failed]}
 
 
-def handler(event: dict[str, Any], context: Any) -> None:  # never used: the inner functions are
-    raise AssertionError("the local stack must call the inner function")
-
-
 def poll(deps: Any, token: str | None = None) -> dict[str, Any]:
     with _lock:
         CALLS.append(("poll", {"token": token}))
     return {}
+
+
+def handler(event: dict[str, Any], context: Any, deps: Any = None) -> dict[str, Any]:
+    """One stand-in for the three functions, as the local stack calls a Punctual handler (with its
+    deps): dispatch on the event's source like the real handlers' events differ."""
+    assert deps is not None, "the local stack passes its deps to a handler that takes them"
+    records = event.get("Records")
+    if records is None:  # the rule's scheduled event
+        return poll(deps, token=event.get("id"))
+    if any(r.get("eventSource") == "aws:dynamodb" for r in records):
+        return process_stream(event, deps)
+    return consume(event, deps)

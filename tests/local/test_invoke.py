@@ -1,4 +1,5 @@
-"""The local stack calls each function's use case as its Lambda handler would."""
+"""The local stack runs each function's real Lambda handler, with the function's own deps and a
+Lambda-like context (so what the handler does first, and how it calls its use case, is what runs)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ def test_the_poller_gets_the_rule_events_id_as_its_token(monkeypatch):
     the event as the deps once poll() took a second parameter."""
     fn = _function("punctual.functions.poller.handler.handler")
     seen = []
-    monkeypatch.setattr(fn.module, "poll", lambda deps, token=None: seen.append((deps, token)) or SimpleNamespace())
+    monkeypatch.setattr(fn.module, "poll", lambda deps, token=None: seen.append((deps, token)) or SimpleNamespace(summary=dict))
     event = {"id": "local-1-1", "detail-type": "Scheduled Event", "source": "aws.events"}
-    fn.invoke(event, "poll")
-    fn.invoke(event, "poll")
+    fn.invoke(event)
+    fn.invoke(event)
     assert seen == [(fn.deps, "local-1-1"), (fn.deps, "local-1-1")]
 
 
@@ -31,5 +32,17 @@ def test_the_consumer_gets_its_event_and_deps(monkeypatch):
     fn = _function("punctual.functions.consumer.handler.handler")
     seen = []
     monkeypatch.setattr(fn.module, "consume", lambda event, deps: seen.append((event, deps)) or {})
-    fn.invoke({"Records": []}, "consume")
+    fn.invoke({"Records": []})
     assert seen == [({"Records": []}, fn.deps)]
+
+
+def test_the_handler_gets_a_context_with_the_functions_time_left(monkeypatch):
+    """The handler binds the context's remaining time as the retry deadline (punctual.core.retry):
+    locally too, so a local run retries as Lambda would."""
+    from punctual.core import retry
+
+    fn = _function("punctual.functions.consumer.handler.handler")
+    left = []
+    monkeypatch.setattr(fn.module, "consume", lambda event, deps: left.append(retry.time_left_ms(deps.clock)) or {})
+    fn.invoke({"Records": []})
+    assert left and 0 < left[0] <= fn.spec.timeout_s * 1000

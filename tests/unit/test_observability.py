@@ -16,7 +16,7 @@ from punctual.core.metrics_names import INSTANCE_DIMENSION, LATENESS_MS, REJECTE
 @pytest.fixture(autouse=True)
 def fresh_process(monkeypatch):
     """No invocation bound and no function started yet, as in a new execution environment."""
-    monkeypatch.setattr(obs, "_invocation", {})
+    obs._invocation.set({})
     monkeypatch.setattr(obs, "_warm", set())
 
 
