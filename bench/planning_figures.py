@@ -31,6 +31,7 @@ from punctual.core.clock import ManualClock  # noqa: E402
 from punctual.core.config import Settings  # noqa: E402
 from punctual.core.cron import MINUTE_MS, parse_one_shot_cron  # noqa: E402
 from punctual.core.keys import encode_sk, window_upper_key  # noqa: E402
+from punctual.core.models import item_key  # noqa: E402
 from punctual.core.usecases.poll import poll  # noqa: E402
 from tests.faults import Faults  # noqa: E402
 from tests.support import T0_MS, make_stack  # noqa: E402
@@ -73,7 +74,7 @@ def consume_due(stack, now: int) -> None:
     upper = window_upper_key(now)
     for item in stack.rows():
         if item["sk"]["S"] < upper:
-            stack.ddb.delete_item(TableName=stack.settings.table_name, Key={"pk": item["pk"], "sk": item["sk"]})
+            stack.ddb.delete_item(TableName=stack.settings.table_name, Key=item_key(item))
 
 
 def armed_minute(stack) -> int | None:

@@ -146,14 +146,6 @@ def _field(obj: Any, *names: str) -> Any:
     return None
 
 
-def key_of(result: Any) -> str:
-    """The sort key from whatever the client returns (a key string, a Task, a dict)."""
-    if isinstance(result, str):
-        return result
-    key = _field(result, "sk", "key")
-    return str(key) if key is not None else str(result)
-
-
 # -- commands ----------------------------------------------------------------------------------
 
 
@@ -194,7 +186,7 @@ def cmd_schedule(args: argparse.Namespace, target: Target) -> int:
     due = resolve_due_ms(args.in_, args.at, SystemClock().now_ms())
     payload = parse_payload(args.payload)
     result = _client(target).schedule(due, payload, id=args.id)
-    key = key_of(result)
+    key = _editor().task_key(result)
     print(f"scheduled {key}  due {iso_ms(due)}")
     return 0
 
@@ -204,7 +196,7 @@ def cmd_list(args: argparse.Namespace, target: Target) -> int:
     end = parse_at_ms(args.end) if args.end else None
     count = 0
     for task in _client(target).list(start, end):
-        key = key_of(task)
+        key = _editor().task_key(task)
         due = _field(task, "due_ms")
         payload = _field(task, "payload")
         if args.json:
@@ -231,7 +223,7 @@ def cmd_reschedule(args: argparse.Namespace, target: Target) -> int:
     due = resolve_due_ms(args.in_, args.at, SystemClock().now_ms())
     key = _find_key(target, args.key)
     result = _client(target).reschedule(key, due)
-    print(f"rescheduled {key} -> {key_of(result)}  due {iso_ms(due)}")
+    print(f"rescheduled {key} -> {_editor().task_key(result)}  due {iso_ms(due)}")
     return 0
 
 

@@ -101,7 +101,7 @@ def _bound_ms(at: Any) -> int:
     return to_due_ms(at)
 
 
-def key_of(key_or_task: Any) -> str:
+def task_key(key_or_task: Any) -> str:
     """The sk of a task handle (a key string or a :class:`ScheduledTask`), validated."""
     key = key_or_task.key if isinstance(key_or_task, ScheduledTask) else key_or_task
     try:
@@ -250,7 +250,7 @@ class PunctualClient:
         """Delete a pending task (even one already pushed to the delay queue: the
         consumer drops it). Returns what was cancelled; raises :class:`NotFound` or
         :class:`AlreadyDelivered` when there is no such pending row."""
-        sk = key_of(key)
+        sk = task_key(key)
         try:
             resp = call_with_retry(
                 lambda: self.ddb.delete_item(
@@ -271,7 +271,7 @@ class PunctualClient:
         """Move a pending task to ``at`` atomically (TransactWriteItems: delete the old
         row, put the new one with the same id and payload). The old delivery is stopped
         even if it was already pushed to the delay queue."""
-        sk = key_of(key)
+        sk = task_key(key)
         for attempt in itertools.count(1):
             current = get_row(self.ddb, self.settings, self.clock, self.partition_key_value, sk)
             if current is None:
@@ -310,7 +310,7 @@ class PunctualClient:
     def get(self, key: Any) -> ScheduledTask:
         """The pending task with this key (consistent read), or :class:`NotFound` /
         :class:`AlreadyDelivered`."""
-        sk = key_of(key)
+        sk = task_key(key)
         item = get_row(self.ddb, self.settings, self.clock, self.partition_key_value, sk)
         if item is None:
             raise self._missing(sk)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from punctual.client import task_key
 from punctual.core.clock import SystemClock, iso_ms
 from punctual.core.keys import encode_sk
 
@@ -177,17 +178,17 @@ def _demo(stack: Any, client_cls: Any, args: argparse.Namespace, tty: bool, star
             expects.append(Expect(key, due, "raw"))
         else:
             task = client.schedule(due, {"kind": "client", "n": i}, id=f"client-{i:02d}")
-            expects.append(Expect(_key(task), due, "client"))
+            expects.append(Expect(task_key(task), due, "client"))
     past = t0 - 30_000
     expects.append(Expect(raw(past, "past-due", {"kind": "past-due"}), past, "past-due"))
     # cancelled: one far from due, one already on the delay queue (fast path) when cancelled
     c1 = client.schedule(t0 + 20_000, {"kind": "cancel-me"}, id="cancel-early")
     c2 = client.schedule(t0 + 9_000, {"kind": "cancel-me"}, id="cancel-in-flight")
-    expects += [Expect(_key(c1), t0 + 20_000, "cancelled", False), Expect(_key(c2), t0 + 9_000, "cancelled", False)]
+    expects += [Expect(task_key(c1), t0 + 20_000, "cancelled", False), Expect(task_key(c2), t0 + 9_000, "cancelled", False)]
     r1 = client.schedule(t0 + 45_000, {"kind": "reschedule-me"}, id="resched-earlier")
     r2 = client.schedule(t0 + 6_000, {"kind": "reschedule-me"}, id="resched-later")
-    expects += [Expect(_key(r1), t0 + 45_000, "rescheduled-from", False),
-                Expect(_key(r2), t0 + 6_000, "rescheduled-from", False)]
+    expects += [Expect(task_key(r1), t0 + 45_000, "rescheduled-from", False),
+                Expect(task_key(r2), t0 + 6_000, "rescheduled-from", False)]
     bad_keys = [
         raw(0, "", sk=f"{t0 // 1000 + 5}#seconds-not-ms"),
         raw(0, "", sk=encode_sk(t0 + 4_000, "payload-not-a-map"), payload_av={"S": "not a map"}),
@@ -198,11 +199,11 @@ def _demo(stack: Any, client_cls: Any, args: argparse.Namespace, tty: bool, star
           f"malformed), {sum(e.how in ('client', 'cancelled', 'rescheduled-from') for e in expects)} client calls; "
           f"cancelling 2 and rescheduling 2 in 2 s", flush=True)
     time.sleep(2.0)  # let the fast path push c2 and r2 to the delay queue first
-    client.cancel(_key(c1))
-    client.cancel(_key(c2))
-    n1 = client.reschedule(_key(r1), t0 + 12_000)
-    n2 = client.reschedule(_key(r2), t0 + 25_000)
-    expects += [Expect(_key(n1), t0 + 12_000, "rescheduled"), Expect(_key(n2), t0 + 25_000, "rescheduled")]
+    client.cancel(task_key(c1))
+    client.cancel(task_key(c2))
+    n1 = client.reschedule(task_key(r1), t0 + 12_000)
+    n2 = client.reschedule(task_key(r2), t0 + 25_000)
+    expects += [Expect(task_key(n1), t0 + 12_000, "rescheduled"), Expect(task_key(n2), t0 + 25_000, "rescheduled")]
     due_list = [e for e in expects if e.deliver]
     print(f"  {len(due_list)} deliveries expected, last due {rel(max(e.due_ms for e in due_list))}", flush=True)
 
@@ -233,12 +234,6 @@ def _demo(stack: Any, client_cls: Any, args: argparse.Namespace, tty: bool, star
     rejected = _drain_count(sqs, roles.get("rejected"))
     dlq = {role: len(_drain_count(sqs, url)) for role, url in roles.items() if role.endswith("_dlq")}
     return _report(stack, t0, expects, bad_keys, seen, rejected, dlq, started)
-
-
-def _key(task: Any) -> str:
-    from .cli import key_of
-
-    return key_of(task)
 
 
 def _fires(stack: Any) -> int:

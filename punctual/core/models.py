@@ -169,7 +169,7 @@ def _task_from_item(item: dict[str, Any], partition: str) -> Task:
     )
 
 
-def key_of(item: dict[str, Any]) -> dict[str, Any]:
+def item_key(item: dict[str, Any]) -> dict[str, Any]:
     """The primary key of a row, as attribute values."""
     return {"pk": item["pk"], "sk": item["sk"]}
 

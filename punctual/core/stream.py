@@ -10,7 +10,7 @@ Each record of the table's stream is one of:
   orphan check;
 - ``ARM_LATER``: any other valid row: make sure a poll starts by ``due - lead``.
 
-:func:`plan_batch` folds a batch into the rows to send and the one minute to arm.
+:func:`plan_stream_batch` folds a batch into the rows to send and the one minute to arm.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .cron import ARM_MARGIN_MS, floor_minute, minute_not_after, minute_not_befo
 from .models import ATTR_ENQUEUED_MS, RowRejected, Task, task_from_item
 
 
-class Action(StrEnum):
+class RecordAction(StrEnum):
     IGNORE = "ignore"
     REJECT = "reject"
     SEND_NOW = "send_now"
@@ -34,7 +34,7 @@ class Action(StrEnum):
 
 @dataclass(frozen=True)
 class Classified:
-    action: Action
+    action: RecordAction
     sequence_number: str | None
     item: dict[str, Any] | None = None  # the NewImage (attribute values) when there is one
     task: Task | None = None
@@ -63,36 +63,36 @@ def classify_record(record: Any, s: Settings, now_ms: int) -> Classified:
     """Decide what the editor does with one stream record. Never raises for a bad row."""
     seq = sequence_number(record)
     if not isinstance(record, Mapping) or not isinstance(record.get("dynamodb"), Mapping):
-        return Classified(Action.IGNORE, seq, note="not a DynamoDB stream record")
+        return Classified(RecordAction.IGNORE, seq, note="not a DynamoDB stream record")
     name = record.get("eventName")
     data = record["dynamodb"]
     if name == "REMOVE":
-        return Classified(Action.IGNORE, seq, note="remove")
+        return Classified(RecordAction.IGNORE, seq, note="remove")
     if name not in ("INSERT", "MODIFY"):
-        return Classified(Action.IGNORE, seq, note=f"unknown event {name!r}")
+        return Classified(RecordAction.IGNORE, seq, note=f"unknown event {name!r}")
     new = data.get("NewImage")
     if META_PK in (_pk_of(data.get("Keys")), _pk_of(new)):
-        return Classified(Action.IGNORE, seq, note="meta partition")
+        return Classified(RecordAction.IGNORE, seq, note="meta partition")
     if not isinstance(new, Mapping):
         # KEYS_ONLY / OLD_IMAGE streams: the poller still finds the row, just later.
-        return Classified(Action.IGNORE, seq, note="no NewImage (stream view must include new images)")
+        return Classified(RecordAction.IGNORE, seq, note="no NewImage (stream view must include new images)")
     item = dict(new)
     if name == "MODIFY":
         old = data.get("OldImage")
         if ATTR_ENQUEUED_MS in item:
-            return Classified(Action.IGNORE, seq, item, note="in flight")
+            return Classified(RecordAction.IGNORE, seq, item, note="in flight")
         if isinstance(old, Mapping) and ATTR_ENQUEUED_MS in old:
             # A claim released after a failed send: whoever released it retries it.
-            return Classified(Action.IGNORE, seq, item, note="claim released")
+            return Classified(RecordAction.IGNORE, seq, item, note="claim released")
     try:
         task = task_from_item(item, s.partition_key_value, s.event_format)
     except RowRejected as exc:
-        return Classified(Action.REJECT, seq, item, rejection=exc)
+        return Classified(RecordAction.REJECT, seq, item, rejection=exc)
     except Exception as exc:  # a row we cannot even parse is still the row's problem
-        return Classified(Action.REJECT, seq, item, rejection=RowRejected("malformed", str(exc)[:200]))
+        return Classified(RecordAction.REJECT, seq, item, rejection=RowRejected("malformed", str(exc)[:200]))
     if task.due_ms <= now_ms + s.fast_path_ms or not poll_can_take(task.due_ms, now_ms, s.lead_ms):
-        return Classified(Action.SEND_NOW, seq, item, task=task)
-    return Classified(Action.ARM_LATER, seq, item, task=task)
+        return Classified(RecordAction.SEND_NOW, seq, item, task=task)
+    return Classified(RecordAction.ARM_LATER, seq, item, task=task)
 
 
 def poll_can_take(due_ms: int, now_ms: int, lead_ms: int) -> bool:
@@ -113,34 +113,34 @@ def later_arm_minute(task: Task, s: Settings, now_ms: int) -> int:
 
 
 @dataclass
-class BatchPlan:
+class StreamPlan:
     records: list[Classified] = field(default_factory=list)
     arm_minute_ms: int | None = None
 
-    def of(self, action: Action) -> list[Classified]:
+    def of(self, action: RecordAction) -> list[Classified]:
         return [c for c in self.records if c.action is action]
 
     @property
     def send_now(self) -> list[Task]:
-        tasks = [c.task for c in self.of(Action.SEND_NOW) if c.task is not None]
+        tasks = [c.task for c in self.of(RecordAction.SEND_NOW) if c.task is not None]
         return sorted({t.sk: t for t in tasks}.values(), key=lambda t: t.sk)
 
     @property
     def arming_records(self) -> list[Classified]:
         """Records whose rows rely on the arm (retry them if arming fails)."""
-        return [c for c in self.records if c.action in (Action.SEND_NOW, Action.ARM_LATER)]
+        return [c for c in self.records if c.action in (RecordAction.SEND_NOW, RecordAction.ARM_LATER)]
 
 
-def plan_batch(records: Iterable[Any], s: Settings, now_ms: int) -> BatchPlan:
+def plan_stream_batch(records: Iterable[Any], s: Settings, now_ms: int) -> StreamPlan:
     """Classify a batch and pick the one minute to arm: the earliest any of its rows needs."""
-    plan = BatchPlan(records=[classify_record(r, s, now_ms) for r in records])
+    plan = StreamPlan(records=[classify_record(r, s, now_ms) for r in records])
     minutes = []
     for c in plan.records:
         if c.task is None:
             continue
-        if c.action is Action.SEND_NOW:
+        if c.action is RecordAction.SEND_NOW:
             minutes.append(send_arm_minute(c.task, s, now_ms))
-        elif c.action is Action.ARM_LATER:
+        elif c.action is RecordAction.ARM_LATER:
             minutes.append(later_arm_minute(c.task, s, now_ms))
     plan.arm_minute_ms = min(minutes) if minutes else None
     return plan

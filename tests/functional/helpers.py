@@ -8,6 +8,7 @@ from typing import Any
 from punctual.core.arming import read_arm
 from punctual.core.cron import one_shot_cron, parse_one_shot_cron
 from punctual.core.keys import encode_sk
+from punctual.core.models import item_key
 from tests.support import T0_MS, Stack, pointers_of
 
 
@@ -71,7 +72,7 @@ def put_many(stack: Stack, items: list[tuple[str, dict[str, Any]]]) -> None:
 def delete_rows(stack: Stack) -> None:
     """What the consumer does after delivery."""
     for item in stack.rows():
-        stack.ddb.delete_item(TableName=stack.settings.table_name, Key={"pk": item["pk"], "sk": item["sk"]})
+        stack.ddb.delete_item(TableName=stack.settings.table_name, Key=item_key(item))
 
 
 def row_map(stack: Stack) -> dict[str, dict[str, Any]]:

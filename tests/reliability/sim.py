@@ -14,6 +14,9 @@ It works over moto (boto3 clients, freezegun time) and over
 :class:`~tests.reliability.fakeaws.FakeAws` (manual time), through the same API
 calls, so the crash matrix and the property tests share one notion of "lost",
 "early" and "duplicate".
+
+The handlers it invokes are the real use cases, imported at the top: a renamed one fails
+the import loudly, never swapping in a stand-in.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from typing import Any
 from punctual.core import observability as obs
 from punctual.core.cron import MINUTE_MS, parse_one_shot_cron
 from punctual.core.runtime import Deps
+from punctual.core.usecases.consume import consume
+from punctual.core.usecases.poll import poll
+from punctual.core.usecases.process_stream import process_stream
 from tests.faults import InjectedCrash
 
 try:  # real time even under freezegun
@@ -36,24 +42,6 @@ except ImportError:  # pragma: no cover
 
 ASYNC_RETRIES = 2
 ASYNC_RETRY_MS = 60_000
-
-
-def consumer_entry() -> Callable[..., Any]:
-    from punctual.core.usecases.consume import consume
-
-    return consume
-
-
-def editor_entry() -> Callable[..., Any]:
-    from punctual.core.usecases.process_stream import process_stream
-
-    return process_stream
-
-
-def poller_entry() -> Callable[..., Any]:
-    from punctual.core.usecases.poll import poll
-
-    return poll
 
 
 # ------------------------------------------------------------------ event shapes
@@ -199,17 +187,13 @@ class World:
         next_visible: Callable[[], int | None] | None = None,
         fire_offset_ms: int = 5_000,
         step_ms: int = 1_000,
-        consumer: Callable[..., Any] | None = None,
-        editor: Callable[..., Any] | None = None,
-        poller: Callable[..., Any] | None = None,
         on_invoke: Callable[[str], None] | None = None,
     ):
         self.deps, self.set_time, self.stream = deps, set_time, stream
         self.next_visible = next_visible
         self.fire_offset_ms, self.step_ms = fire_offset_ms, step_ms
-        self.consumer = consumer or consumer_entry()
-        self.editor = editor or editor_entry()
-        self.poller = poller or poller_entry()
+        # the real use cases; the crash matrix wraps one of them (crashes.run_case), nothing swaps it out
+        self.consumer, self.editor, self.poller = consume, process_stream, poll
         self.on_invoke = on_invoke
         self.deliveries: list[Delivery] = []
         self.pending_stream: list[dict[str, Any]] = []

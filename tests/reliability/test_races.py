@@ -24,11 +24,13 @@ from punctual.core.clock import ManualClock
 from punctual.core.config import Settings
 from punctual.core.cron import MINUTE_MS, floor_minute, next_minute_after
 from punctual.core.keys import encode_sk
-from punctual.core.models import ATTR_ENQUEUED_MS
+from punctual.core.models import ATTR_ENQUEUED_MS, item_key
 from punctual.core.runtime import Deps
+from punctual.core.usecases.poll import poll
+from punctual.core.usecases.process_stream import process_stream
 from tests.reliability.fakeaws import FakeAws
 from tests.reliability.interleave import Interleaver
-from tests.reliability.sim import FakeStream, World, editor_entry, poller_entry
+from tests.reliability.sim import FakeStream, World
 
 T0 = 1_798_761_600_000  # 2027-01-01T00:00:00Z
 DAY = 86_400_000
@@ -66,7 +68,7 @@ class Ctx:
         return {"eventID": str(next(self.seq)), "eventName": "INSERT", "eventSource": "aws:dynamodb",
                 "awsRegion": "us-east-1",
                 "eventSourceARN": "arn:aws:dynamodb:us-east-1:123456789012:table/punctual/stream/x",
-                "dynamodb": {"Keys": {"pk": item["pk"], "sk": item["sk"]}, "NewImage": item,
+                "dynamodb": {"Keys": item_key(item), "NewImage": item,
                              "SequenceNumber": str(next(self.seq)), "StreamViewType": "NEW_AND_OLD_IMAGES"}}
 
 
@@ -74,10 +76,6 @@ def make_ctx(start_ms: int) -> Ctx:
     clock = ManualClock(start_ms)
     aws = FakeAws(clock)
     return Ctx(aws, clock, Deps(SETTINGS, clock, aws.ddb, aws.sqs, aws.events))
-
-
-def editor():
-    return editor_entry()
 
 
 def insert(ctx: Ctx, due_ms: int):
@@ -88,7 +86,7 @@ def insert(ctx: Ctx, due_ms: int):
         ctx.deps.ddb.put_item(TableName=SETTINGS.table_name, Item=item)
         ctx.expected[sk] = due_ms
         ctx.ready[sk] = max(due_ms, ctx.clock.now_ms())
-        editor()({"Records": [ctx.record(item)]}, ctx.deps)
+        process_stream({"Records": [ctx.record(item)]}, ctx.deps)
 
     return run
 
@@ -118,13 +116,13 @@ def reschedule(ctx: Ctx, sk: str, due_ms: int):
         ctx.cancelled.add(sk)
         ctx.expected[new] = due_ms
         ctx.ready[new] = max(due_ms, ctx.clock.now_ms())
-        editor()({"Records": [ctx.record(item)]}, ctx.deps)
+        process_stream({"Records": [ctx.record(item)]}, ctx.deps)
 
     return run
 
 
-def poll(ctx: Ctx):
-    return lambda: poller_entry()(ctx.deps)
+def run_poll(ctx: Ctx):
+    return lambda: poll(ctx.deps)
 
 
 @st.composite
@@ -185,7 +183,7 @@ def run_scenario(start: int, pre: list[int], acts: list[tuple], data) -> Ctx:
         if kind == "insert":
             actors[f"{i}-insert"] = insert(ctx, start + act[1])
         elif kind == "poll":
-            actors[f"{i}-poll"] = poll(ctx)
+            actors[f"{i}-poll"] = run_poll(ctx)
         elif keys:
             sk = keys[act[1] % len(keys)]
             if kind == "cancel":

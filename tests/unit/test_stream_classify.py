@@ -8,7 +8,7 @@ from punctual.core import stream
 from punctual.core.config import META_PK, Settings
 from punctual.core.cron import MINUTE_MS, minute_not_after, minute_not_before
 from punctual.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS
-from punctual.core.stream import Action, classify_record, plan_batch
+from punctual.core.stream import RecordAction, classify_record, plan_stream_batch
 
 NOW = 1_798_761_600_000  # 2027-01-01T00:00:00Z
 S = Settings()
@@ -37,20 +37,20 @@ def sk(due_ms: int, id: str = "t") -> str:
 
 def test_remove_is_ignored():
     c = classify_record(record("REMOVE", old=image(sk(NOW))), S, NOW)
-    assert c.action is Action.IGNORE and c.sequence_number == "100"
+    assert c.action is RecordAction.IGNORE and c.sequence_number == "100"
 
 
 def test_meta_partition_is_ignored():
     meta = {"pk": {"S": META_PK}, "sk": {"S": "rule"}, "armed_ms": {"N": "1"}, "version": {"N": "3"}}
-    assert classify_record(record("INSERT", meta), S, NOW).action is Action.IGNORE
-    assert classify_record(record("MODIFY", meta, meta), S, NOW).action is Action.IGNORE
+    assert classify_record(record("INSERT", meta), S, NOW).action is RecordAction.IGNORE
+    assert classify_record(record("MODIFY", meta, meta), S, NOW).action is RecordAction.IGNORE
 
 
 def test_our_claim_modify_is_ignored():
     old = image(sk(NOW + 5000))
     new = image(sk(NOW + 5000), **{ATTR_ENQUEUED_MS: {"N": str(NOW)}, ATTR_ATTEMPT: {"N": "1"}})
     c = classify_record(record("MODIFY", new, old), S, NOW)
-    assert c.action is Action.IGNORE and c.note == "in flight"
+    assert c.action is RecordAction.IGNORE and c.note == "in flight"
 
 
 def test_released_claim_is_ignored():
@@ -63,7 +63,7 @@ def test_user_modify_of_unsent_row_is_classified_again():
     old = image(sk(NOW + 5000))
     new = image(sk(NOW + 5000), payload={"b": {"N": "2"}})
     c = classify_record(record("MODIFY", new, old), S, NOW)
-    assert c.action is Action.SEND_NOW and c.task.payload == {"b": 2}
+    assert c.action is RecordAction.SEND_NOW and c.task.payload == {"b": 2}
 
 
 WHOLE_WINDOW = Settings(fast_path_seconds=900)  # the default: the editor sends all due within the window
@@ -72,13 +72,13 @@ WHOLE_WINDOW = Settings(fast_path_seconds=900)  # the default: the editor sends 
 @pytest.mark.parametrize("due", [NOW - 3_600_000, NOW, NOW + 300, NOW + 5000, NOW + S.window_ms])
 def test_with_a_window_wide_fast_path_due_within_window_or_past_is_sent_now(due):
     c = classify_record(record("INSERT", image(sk(due))), WHOLE_WINDOW, NOW)
-    assert c.action is Action.SEND_NOW and c.task.due_ms == due
+    assert c.action is RecordAction.SEND_NOW and c.task.due_ms == due
 
 
 @pytest.mark.parametrize("due", [NOW + S.window_ms + 1, NOW + 3 * 86_400_000])
 def test_due_after_window_arms_later(due):
     for s in (S, WHOLE_WINDOW):
-        assert classify_record(record("INSERT", image(sk(due))), s, NOW).action is Action.ARM_LATER
+        assert classify_record(record("INSERT", image(sk(due))), s, NOW).action is RecordAction.ARM_LATER
 
 
 @pytest.mark.parametrize(
@@ -96,7 +96,7 @@ def test_due_after_window_arms_later(due):
 )
 def test_malformed_rows_are_rejected_with_their_code(new, code):
     c = classify_record(record("INSERT", new), S, NOW)
-    assert c.action is Action.REJECT and c.rejection.code == code and c.item == new
+    assert c.action is RecordAction.REJECT and c.rejection.code == code and c.item == new
 
 
 def test_unexpected_parse_error_is_the_rows_problem(monkeypatch):
@@ -105,24 +105,24 @@ def test_unexpected_parse_error_is_the_rows_problem(monkeypatch):
 
     monkeypatch.setattr(stream, "task_from_item", boom)
     c = classify_record(record("INSERT", image(sk(NOW))), S, NOW)
-    assert c.action is Action.REJECT and c.rejection.code == "malformed"
+    assert c.action is RecordAction.REJECT and c.rejection.code == "malformed"
 
 
 @pytest.mark.parametrize("rec", [None, "x", {}, {"eventName": "INSERT"}, {"eventName": "FOO", "dynamodb": {}}])
 def test_garbage_records_never_raise(rec):
-    assert classify_record(rec, S, NOW).action is Action.IGNORE
+    assert classify_record(rec, S, NOW).action is RecordAction.IGNORE
 
 
 def test_record_without_new_image_is_ignored():
     rec = record("INSERT", image(sk(NOW)))
     del rec["dynamodb"]["NewImage"]
-    assert classify_record(rec, S, NOW).action is Action.IGNORE
+    assert classify_record(rec, S, NOW).action is RecordAction.IGNORE
 
 
 def test_plan_arms_the_earliest_need():
     late = NOW + 3 * 86_400_000
     soon = NOW + 5000
-    plan = plan_batch([record("INSERT", image(sk(late, "a")), seq="1"),
+    plan = plan_stream_batch([record("INSERT", image(sk(late, "a")), seq="1"),
                        record("INSERT", image(sk(soon, "b")), seq="2"),
                        record("REMOVE", old=image(sk(NOW)), seq="3")], S, NOW)
     orphan_check = minute_not_before(soon + S.orphan_grace_ms, NOW)
@@ -130,25 +130,25 @@ def test_plan_arms_the_earliest_need():
     assert [t.sk for t in plan.send_now] == [sk(soon, "b")]
     assert [c.sequence_number for c in plan.arming_records] == ["1", "2"]
 
-    only_late = plan_batch([record("INSERT", image(sk(late)))], S, NOW)
+    only_late = plan_stream_batch([record("INSERT", image(sk(late)))], S, NOW)
     assert only_late.arm_minute_ms == minute_not_after(late - S.lead_ms, NOW)
     assert only_late.arm_minute_ms % MINUTE_MS == 0 and only_late.arm_minute_ms <= late - S.lead_ms
 
 
 def test_plan_without_valid_rows_arms_nothing():
-    plan = plan_batch([record("REMOVE", old=image(sk(NOW))), record("INSERT", image("bad"))], S, NOW)
+    plan = plan_stream_batch([record("REMOVE", old=image(sk(NOW))), record("INSERT", image("bad"))], S, NOW)
     assert plan.arm_minute_ms is None and plan.send_now == []
 
 
 def test_past_due_row_arms_a_future_minute():
-    plan = plan_batch([record("INSERT", image(sk(NOW - 3_600_000)))], S, NOW + 1)
+    plan = plan_stream_batch([record("INSERT", image(sk(NOW - 3_600_000)))], S, NOW + 1)
     assert plan.arm_minute_ms > NOW + 1
 
 
 def test_duplicate_rows_in_a_batch_are_sent_once():
     r = record("INSERT", image(sk(NOW + 5000)), seq="1")
     m = record("MODIFY", image(sk(NOW + 5000), payload={"z": {"S": "2"}}), image(sk(NOW + 5000)), seq="2")
-    assert len(plan_batch([r, m], S, NOW).send_now) == 1
+    assert len(plan_stream_batch([r, m], S, NOW).send_now) == 1
 
 
 # -- fast_path_seconds: what the editor sends itself, and what it leaves to a poll ------------------
@@ -165,13 +165,13 @@ def test_without_a_fast_path_the_editor_still_sends_what_no_poll_can_reach(due):
     # the earliest minute safe to arm begins at 00:01 (now + 10 s rounded up); a poll must start
     # by due - lead (120 s): rows due before 00:03 cannot wait for one
     assert not stream.poll_can_take(due, NOW, NO_FAST_PATH.lead_ms)
-    assert classify_record(record("INSERT", image(sk(due))), NO_FAST_PATH, NOW).action is Action.SEND_NOW
+    assert classify_record(record("INSERT", image(sk(due))), NO_FAST_PATH, NOW).action is RecordAction.SEND_NOW
 
 
 @pytest.mark.parametrize("due", [NOW + 180_000, NOW + 300_000, NOW + NO_FAST_PATH.window_ms])
 def test_without_a_fast_path_rows_a_poll_can_reach_are_left_to_it(due):
     c = classify_record(record("INSERT", image(sk(due))), NO_FAST_PATH, NOW)
-    assert c.action is Action.ARM_LATER
+    assert c.action is RecordAction.ARM_LATER
     minute = stream.later_arm_minute(c.task, NO_FAST_PATH, NOW)
     assert NOW + 10_000 < minute <= due - NO_FAST_PATH.lead_ms  # safe to arm, and early enough
 
@@ -179,6 +179,6 @@ def test_without_a_fast_path_rows_a_poll_can_reach_are_left_to_it(due):
 def test_the_fast_path_never_exceeds_the_window():
     s = Settings(window_seconds=600, lead_seconds=120, fast_path_seconds=900)
     assert s.fast_path_ms == 600_000  # capped by the window
-    assert classify_record(record("INSERT", image(sk(NOW + 600_001))), s, NOW).action is Action.ARM_LATER
+    assert classify_record(record("INSERT", image(sk(NOW + 600_001))), s, NOW).action is RecordAction.ARM_LATER
     with pytest.raises(ValueError, match="fast_path_seconds"):
         Settings(fast_path_seconds=-1)

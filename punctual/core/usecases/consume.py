@@ -24,14 +24,14 @@ from typing import Any
 from punctual.core import metrics_names as names
 from punctual.core import observability as obs
 from punctual.core.clock import sleep_until
-from punctual.core.delivery import (
+from punctual.core.consumer_rules import (
     Pending,
     PoisonMessage,
     message_id_of,
     next_group,
     not_yet_due,
     parse_record,
-    plan_batch,
+    plan_consume,
 )
 from punctual.core.models import DeliveredEvent, RowRejected, Task, delivery_body, task_from_item
 from punctual.core.planning import GROUP_MAX_EXTRA_WAKE_MS
@@ -222,7 +222,7 @@ def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
         if isinstance(record, dict) and isinstance(record.get("eventSourceARN"), str):
             source_arn = record["eventSourceARN"]
 
-    plan = plan_batch(parsed, clock.now_ms(), max_wait_ms(deps))
+    plan = plan_consume(parsed, clock.now_ms(), max_wait_ms(deps))
     queue_url = s.delay_queue_url or queue_url_from_arn(source_arn)
     for rec, seconds in plan.put_back:
         _put_back(deps, queue_url, rec, seconds, report)

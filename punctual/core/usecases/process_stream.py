@@ -24,7 +24,7 @@ from punctual.core.arming import arm_is_current, arm_no_later_than, read_arm, ru
 from punctual.core.models import RowRejected, task_from_item
 from punctual.core.runtime import Deps
 from punctual.core.store import get_row, reject_row
-from punctual.core.stream import Action, BatchPlan, Classified, plan_batch
+from punctual.core.stream import Classified, RecordAction, StreamPlan, plan_stream_batch
 from punctual.core.usecases.send import claim_and_send
 
 SOURCE = "editor"
@@ -72,19 +72,19 @@ def _reject(deps: Deps, c: Classified, report: EditorReport) -> None:
     report.rejected += 1
 
 
-def process_plan(deps: Deps, plan: BatchPlan) -> EditorReport:
+def process_plan(deps: Deps, plan: StreamPlan) -> EditorReport:
     s, clock = deps.settings, deps.clock
     report = EditorReport()
     for c in plan.records:
-        if c.action is Action.IGNORE:
+        if c.action is RecordAction.IGNORE:
             report.ignored += 1
-        elif c.action is Action.REJECT:
+        elif c.action is RecordAction.REJECT:
             try:
                 _reject(deps, c, report)
             except Exception as exc:
                 _fail(report, c, exc, "reject")
 
-    sends = plan.of(Action.SEND_NOW)
+    sends = plan.of(RecordAction.SEND_NOW)
     if sends:
         try:
             # a record's sequence number is its token: Lambda's retry of the batch carries the same
@@ -122,7 +122,7 @@ def process_plan(deps: Deps, plan: BatchPlan) -> EditorReport:
 def process_stream(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     """Handle one batch of DynamoDB stream records; returns the partial-failure response."""
     records = (event.get("Records") or []) if isinstance(event, dict) else []
-    plan = plan_batch(records, deps.settings, deps.clock.now_ms())
+    plan = plan_stream_batch(records, deps.settings, deps.clock.now_ms())
     report = process_plan(deps, plan)
     obs.log("INFO", "stream batch done", records=len(plan.records), ignored=report.ignored,
             rejected=report.rejected, sent=report.sent, skipped=report.skipped, armed_ms=report.armed_ms,

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from punctual.core.delivery import (
+from punctual.core.consumer_rules import (
     MAX_VISIBILITY_SECONDS,
-    Action,
+    MessageAction,
     Pending,
     PoisonMessage,
     classify,
@@ -18,7 +18,7 @@ from punctual.core.delivery import (
     next_group,
     not_yet_due,
     parse_record,
-    plan_batch,
+    plan_consume,
     visibility_seconds,
 )
 from punctual.core.models import DelayMessage
@@ -128,8 +128,8 @@ def test_parse_never_raises_anything_but_poison(body):
 
 @pytest.mark.parametrize(
     "remaining,action,wait",
-    [(-5000, Action.DELIVER, 0), (0, Action.DELIVER, 0), (1, Action.WAIT, 1), (2000, Action.WAIT, 2000),
-     (2001, Action.PUT_BACK, 0)],
+    [(-5000, MessageAction.DELIVER, 0), (0, MessageAction.DELIVER, 0), (1, MessageAction.WAIT, 1), (2000, MessageAction.WAIT, 2000),
+     (2001, MessageAction.PUT_BACK, 0)],
 )
 def test_classify(remaining, action, wait):
     d = classify(DUE, DUE - remaining, 2000)
@@ -138,7 +138,7 @@ def test_classify(remaining, action, wait):
 
 def test_put_back_returns_inside_the_wait_band():
     d = classify(DUE, DUE - 10_400, 2000)
-    assert d.action is Action.PUT_BACK and d.visibility_seconds == 10  # back 400 ms early, then waits
+    assert d.action is MessageAction.PUT_BACK and d.visibility_seconds == 10  # back 400 ms early, then waits
 
 
 @pytest.mark.parametrize(
@@ -169,11 +169,11 @@ def test_put_back_comes_back_before_a_second_late_and_within_the_wait_band(remai
 # -- batch planning --------------------------------------------------------------------------
 
 
-def test_plan_batch_splits_and_sorts_stably():
+def test_plan_consume_splits_and_sorts_stably():
     now = DUE
     recs = [pending(now + 1500, 0), pending(now + 5000, 1), pending(now - 10, 2), pending(now + 1500, 3),
             pending(now + 2000, 4), pending(now + 3000, 5)]
-    plan = plan_batch(recs, now, 2000)
+    plan = plan_consume(recs, now, 2000)
     assert [r.position for r in plan.keep] == [2, 0, 3, 4]
     assert [(r.position, v) for r, v in plan.put_back] == [(5, 3), (1, 5)]
 
@@ -254,15 +254,15 @@ def test_poison_groups(body, why):
         parse_record(record(body), 0, "scheduler")
 
 
-def test_plan_batch_decides_a_group_by_its_earliest_row_with_its_extra_wake():
+def test_plan_consume_decides_a_group_by_its_earliest_row_with_its_extra_wake():
     from punctual.core.planning import group_extra_wake_ms
 
     now = DUE - 2000 - group_extra_wake_ms(500)  # the 500-row group is just inside its wait band
     big = [Pending("big", "h", DelayMessage(pk="scheduler", sk=f"{DUE + i}#x{i}", due_ms=DUE + i, enqueued_ms=0),
                    1, 0, group_size=500) for i in range(500)]
     lone = pending(DUE, pos=1)  # due as soon as the group's first row, but a single row: put back
-    plan = plan_batch([*big, lone], now, max_wait_ms=2000)
+    plan = plan_consume([*big, lone], now, max_wait_ms=2000)
     assert [p.message_id for p in plan.keep] == ["big"] * 500
     assert [(rec.message_id, s) for rec, s in plan.put_back] == [("m1", 2)]
-    later = plan_batch(big, now - 1000, max_wait_ms=2000)  # a second earlier: the whole group goes back, once
+    later = plan_consume(big, now - 1000, max_wait_ms=2000)  # a second earlier: the whole group goes back, once
     assert later.keep == [] and [(rec.message.sk, s) for rec, s in later.put_back] == [(big[0].message.sk, 3)]

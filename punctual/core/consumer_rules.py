@@ -144,7 +144,7 @@ def _receive_count(raw: object) -> int:
     return max(1, value)
 
 
-class Action(StrEnum):
+class MessageAction(StrEnum):
     DELIVER = "deliver"  # due already
     WAIT = "wait"  # due soon: wait in-process until the exact ms
     PUT_BACK = "put_back"  # due later: hide the message until its due time
@@ -152,7 +152,7 @@ class Action(StrEnum):
 
 @dataclass(frozen=True)
 class Decision:
-    action: Action
+    action: MessageAction
     wait_ms: int = 0
     visibility_seconds: int = 0
 
@@ -176,25 +176,25 @@ def classify(due_ms: int, now_ms: int, max_wait_ms: int) -> Decision:
     """What to do with a message due at ``due_ms`` that we hold at ``now_ms``."""
     remaining = due_ms - now_ms
     if remaining <= 0:
-        return Decision(Action.DELIVER)
+        return Decision(MessageAction.DELIVER)
     if remaining <= max_wait_ms:
-        return Decision(Action.WAIT, wait_ms=remaining)
-    return Decision(Action.PUT_BACK, visibility_seconds=visibility_seconds(remaining, max_wait_ms))
+        return Decision(MessageAction.WAIT, wait_ms=remaining)
+    return Decision(MessageAction.PUT_BACK, visibility_seconds=visibility_seconds(remaining, max_wait_ms))
 
 
 @dataclass
-class BatchPlan:
+class ConsumePlan:
     put_back: list[tuple[Pending, int]]  # (record, VisibilityTimeout seconds)
     keep: list[Pending]  # sorted by due: delivered in this invocation (after a wait if needed)
 
 
-def plan_batch(records: Iterable[Pending], now_ms: int, max_wait_ms: int) -> BatchPlan:
+def plan_consume(records: Iterable[Pending], now_ms: int, max_wait_ms: int) -> ConsumePlan:
     """Split parsed pointers into messages put back and pointers kept, the kept sorted by due.
 
     A message is decided as a whole, by its earliest row: a group of n rows was made visible
     ``group_extra_wake_ms(n)`` earlier than a single row, so it may wait that much longer.
     A put-back message is listed once, by its earliest pointer."""
-    plan = BatchPlan(put_back=[], keep=[])
+    plan = ConsumePlan(put_back=[], keep=[])
     by_message: dict[str, list[Pending]] = {}
     for rec in records:
         by_message.setdefault(rec.message_id, []).append(rec)
@@ -202,7 +202,7 @@ def plan_batch(records: Iterable[Pending], now_ms: int, max_wait_ms: int) -> Bat
         first = min(pointers, key=lambda r: r.due_ms)
         extra = group_extra_wake_ms(first.group_size)
         decision = classify(first.due_ms - extra, now_ms, max_wait_ms)
-        if decision.action is Action.PUT_BACK:
+        if decision.action is MessageAction.PUT_BACK:
             plan.put_back.append((first, decision.visibility_seconds))
         else:
             plan.keep.extend(pointers)
