@@ -1,0 +1,41 @@
+"""Invariants 7 and 8 (docs/architecture.md), measured where DESIGN.md states them: 50,000 tasks due in
+one second, the real handlers on the in-memory AWS in virtual time, the default (early) SQS model.
+
+One run (~1 min of CPU) serves every test of this module."""
+
+from __future__ import annotations
+
+import pytest
+
+from punctual.bench.models import Models
+from punctual.bench.report import summarize
+from punctual.bench.run import run_scenario
+
+BURST = 50_000
+SCHEDULER_USD_PER_MILLION = 1.40  # EventBridge Scheduler incl. its SQS send (punctual/bench/prices.py)
+
+
+@pytest.fixture(scope="module")
+def burst():
+    (r,) = run_scenario("burst", seed=1, quick=False, models=Models(), strategies=("punctual",),
+                        backend="fake", tasks=BURST)
+    return summarize(r)
+
+
+def test_invariant_8_fifty_thousand_due_in_one_second_are_delivered_within_a_second(burst):
+    assert burst.n == BURST and burst.delivered == BURST and burst.lost == 0
+    assert burst.early == 0 and burst.duplicates == 0
+    assert burst.p99 is not None and burst.p99 < 1_000, burst.p99
+    assert burst.max is not None and burst.max < 2_000, burst.max  # the issue's bound on the tail
+
+
+def test_invariant_7_tasks_due_together_cost_at_most_3_billed_requests_each(burst):
+    """Beyond the user's own put (not counted): measured 1.70, mostly the per-row claim."""
+    assert burst.requests_per_task <= 3, burst.by_api
+
+
+@pytest.mark.xfail(strict=True, reason="not met: the per-row claim and delete writes are $1.25 per million "
+                   "with the user's put $1.88 (docs/benchmark.md, 'Cost floors'); strict, so meeting it fails "
+                   "this marker and the test becomes a plain assertion")
+def test_invariant_7_tasks_due_together_cost_less_than_eventbridge_scheduler(burst):
+    assert burst.usd_per_million < SCHEDULER_USD_PER_MILLION, burst.cost_parts
