@@ -49,6 +49,7 @@ REGION = "us-east-1"
 EPOCH_MS = 1_798_761_600_000  # 2027-01-01T00:00:00Z: virtual time starts here
 WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's sizes
+VCPU_MB = 1769  # Lambda: one vCPU at 1,769 MB, CPU in proportion to memory
 
 
 class InjectedCrash(BaseException):
@@ -305,6 +306,8 @@ class PunctualSim:
                 # A call inside a parallel section (punctual.core.parallel, run in order here)
                 # overlaps with lanes() - 1 others: it costs that share of its latency.
                 ms = max(1, ms // lanes())
+                # client CPU: the function's share of a vCPU, never overlapped (the GIL)
+                ms += round(self.m.client_cpu_ms_per_call * VCPU_MB / MEMORY_MB.get(self._actor("?"), 128))
                 self.engine.advance(self.engine.now + ms)
                 self._sync_time()
             if self.faults_on and self.fault_rng.random() < self.m.fault_call_failure_rate:
