@@ -21,7 +21,7 @@ from punctual.core.config import Settings
 from punctual.core.ddbjson import UnsupportedValue, from_plain
 from punctual.core.errors import error_code, is_conditional_failure, is_retryable
 from punctual.core.keys import MAX_DUE_MS, InvalidKey, decode_sk, encode_sk, validate_id
-from punctual.core.models import RowRejected, Task, task_from_item
+from punctual.core.models import ATTR_ENQUEUED_MS, RowRejected, Task, task_from_item
 from punctual.core.retry import call_with_retry, retry_unprocessed, retry_wait_ms
 from punctual.core.store import get_row, query_from
 
@@ -316,6 +316,25 @@ class PunctualClient:
             raise self._missing(sk)
         return self._task(item, sk)
 
+    def find(self, task_id: str) -> list[ScheduledTask]:
+        """The pending tasks with this id, earliest first (an id is unique per due time only).
+
+        Reads the whole partition (a query filtered on the server, so only matches come back):
+        use the key when you have it. Rows that are not valid tasks are skipped, as in :meth:`list`.
+        """
+        suffix = "#" + task_id
+        pages = self._pages(FilterExpression="contains(sk, :id)", ExpressionAttributeValues={":id": {"S": suffix}},
+                            ConsistentRead=True)
+        items = [item for page in pages for item in page.get("Items", []) if item["sk"]["S"].endswith(suffix)]
+        return [task for task in map(self._valid, items) if task is not None]
+
+    def count(self, in_flight: bool = False) -> int:
+        """How many rows the partition holds (counted by DynamoDB, nothing is read back; rows
+        awaiting rejection included), or with ``in_flight`` only those already pushed to the
+        delay queue. Eventually consistent, like a dashboard figure."""
+        filters = {"FilterExpression": "attribute_exists(#e)", "ExpressionAttributeNames": {"#e": ATTR_ENQUEUED_MS}}
+        return sum(page.get("Count", 0) for page in self._pages(Select="COUNT", **(filters if in_flight else {})))
+
     def list(
         self, start: When | None = None, end: When | None = None, limit: int | None = None, page_size: int = 100
     ) -> Iterator[ScheduledTask]:
@@ -333,16 +352,33 @@ class PunctualClient:
     def _iter(self, lower: str, upper: str | None, limit: int | None, page_size: int) -> Iterator[ScheduledTask]:
         count = 0
         for item in query_from(self.ddb, self.settings, self.clock, lower, upper, page_size=page_size):
-            try:
-                task = task_from_item(item, self.partition_key_value)
-            except RowRejected:
+            task = self._valid(item)
+            if task is None:
                 continue
-            yield ScheduledTask.of(task)
+            yield task
             count += 1
             if limit is not None and count >= limit:
                 return
 
     # -- helpers ------------------------------------------------------------
+    def _pages(self, **kw: Any) -> Iterator[dict[str, Any]]:
+        """Every page of a query on the partition; ``kw`` adds to the request (its values merge)."""
+        values = {":p": {"S": self.partition_key_value}, **kw.pop("ExpressionAttributeValues", {})}
+        request = {"TableName": self.table_name, "KeyConditionExpression": "pk = :p",
+                   "ExpressionAttributeValues": values, **kw}
+        while True:
+            page = call_with_retry(lambda: self.ddb.query(**request), self.clock)
+            yield page
+            if not page.get("LastEvaluatedKey"):
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _valid(self, item: dict[str, Any]) -> ScheduledTask | None:
+        try:
+            return ScheduledTask.of(task_from_item(item, self.partition_key_value))
+        except RowRejected:
+            return None
+
     def _key(self, sk: str) -> dict[str, Any]:
         return {"pk": {"S": self.partition_key_value}, "sk": {"S": sk}}
 

@@ -249,6 +249,54 @@ def test_list_is_paginated_in_due_order_and_skips_non_tasks(stack, client):
         list(client.list(start=datetime(2027, 1, 1)))
 
 
+def test_find_by_id_returns_every_pending_task_with_that_id(stack, client):
+    client.schedule(T0_MS + 9000, {"n": 2}, id="order-7")
+    client.schedule(T0_MS + 1000, {"n": 1}, id="order-7")
+    client.schedule(T0_MS + 5000, {"n": 3}, id="x-order-7")  # the id must match whole, not as a suffix
+    client.schedule(T0_MS + 6000, {"n": 4}, id="order-77")
+    stack.put_raw(f"{(T0_MS + 2000) // 1000}#order-7", {"bad": "row"})  # not a task (seconds, not ms): skipped
+    for n in range(12):
+        client.schedule(T0_MS + 100 * n, {}, id=f"other-{n}")
+    faults = Faults(stack.ddb)
+    found = client.find("order-7")
+    assert [(t.due_ms, t.payload) for t in found] == [(T0_MS + 1000, {"n": 1}), (T0_MS + 9000, {"n": 2})]
+    assert faults.count("Query") == 1
+    assert client.find("nobody") == [] and client.find("no such id!") == []
+
+
+def test_count_counts_rows_and_in_flight_ones_without_reading_them(stack, client):
+    assert client.count() == 0 and client.count(in_flight=True) == 0
+    tasks = [client.schedule(T0_MS + 1000 * i, {"i": i}) for i in range(7)]
+    stack.put_raw(f"{T0_MS + 2500:013d}", {"bad": "row"})  # malformed rows are rows too
+    stack.ddb.update_item(TableName=stack.settings.table_name, Key={"pk": {"S": "scheduler"}, "sk": {"S": tasks[0].key}},
+                          UpdateExpression="SET #e = :n", ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS},
+                          ExpressionAttributeValues={":n": {"N": str(T0_MS)}})
+    faults = Faults(stack.ddb)
+    assert client.count() == 8 and client.count(in_flight=True) == 1
+    assert faults.count("Query") == 2
+
+
+def test_find_and_count_read_every_page():
+    from punctual.core.clock import ManualClock
+
+    class TwoPages:
+        def __init__(self):
+            self.requests = []
+
+        def query(self, **kw):
+            self.requests.append(kw)
+            item = {"pk": {"S": "scheduler"}, "sk": {"S": f"{T0_MS + len(self.requests):013d}#a"}, "payload": {"M": {}}}
+            more = {"LastEvaluatedKey": {"pk": item["pk"], "sk": item["sk"]}} if len(self.requests) % 2 else {}
+            return {"Items": [item], "Count": 3, **more}
+
+    ddb = TwoPages()
+    client = PunctualClient("punctual", ddb=ddb, clock=ManualClock(T0_MS))
+    assert [t.due_ms for t in client.find("a")] == [T0_MS + 1, T0_MS + 2]
+    assert client.count() == 6
+    assert [r.get("ExclusiveStartKey", {}).get("sk") for r in ddb.requests] == [
+        None, {"S": f"{T0_MS + 1:013d}#a"}, None, {"S": f"{T0_MS + 3:013d}#a"}]
+
+
 def test_cancel(stack, client):
     task = client.schedule(T0_MS + 60_000, {"a": 1})
     cancelled = client.cancel(task.key)
