@@ -18,11 +18,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from punctual.client import task_key
+from punctual import receiving
+from punctual.client import PunctualClient
 from punctual.core.clock import SystemClock, iso_ms
 from punctual.core.keys import encode_sk
 
@@ -57,13 +59,12 @@ def percentile(values: list[int], p: float) -> int | None:
 def _watch(sqs: Any, url: str, seen: Seen, stop: threading.Event, out: Any) -> None:
     while not stop.is_set():
         try:
-            resp = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+            msgs = receiving.receive(sqs, url)
         except Exception:
             if stop.wait(0.2):
                 return
             continue
         now = SystemClock().now_ms()
-        msgs = resp.get("Messages", [])
         for m in msgs:
             try:
                 event = json.loads(m["Body"])
@@ -72,10 +73,8 @@ def _watch(sqs: Any, url: str, seen: Seen, stop: threading.Event, out: Any) -> N
             with seen.lock:
                 seen.events.append((event, now))
             out(event, now)
-        if msgs:
-            sqs.delete_message_batch(QueueUrl=url, Entries=[
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
-        elif stop.wait(0.02):
+        receiving.delete(sqs, url, msgs)
+        if not msgs and stop.wait(0.02):
             return
 
 
@@ -84,23 +83,16 @@ def _drain_count(sqs: Any, url: str | None) -> list[dict[str, Any]]:
         return []
     out: list[dict[str, Any]] = []
     while True:
-        msgs = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
+        msgs = receiving.receive(sqs, url)
         if not msgs:
             return out
         out += [json.loads(m["Body"]) for m in msgs]
-        sqs.delete_message_batch(QueueUrl=url, Entries=[
-            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
+        receiving.delete(sqs, url, msgs)
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from .cli import CliError
     from .local import LocalOptions, LocalStack
     from .local.stack import free_port
-
-    try:
-        from punctual.client import PunctualClient
-    except ImportError as exc:
-        raise CliError(f"the editor client is not available yet: {exc}") from exc
 
     tty = sys.stdout.isatty()
     started = time.monotonic()
@@ -119,7 +111,7 @@ def run_demo(args: argparse.Namespace) -> int:
     stack = LocalStack(opts, out=lambda m: print(f"  {m}", flush=True))
     stack.start()
     try:
-        return _demo(stack, PunctualClient, args, tty, started)
+        return _demo(stack, args, tty, started)
     finally:
         stack.stop()
 
@@ -129,7 +121,7 @@ def _mk(path: Path) -> str:
     return str(path)
 
 
-def _demo(stack: Any, client_cls: Any, args: argparse.Namespace, tty: bool, started: float) -> int:
+def _demo(stack: Any, args: argparse.Namespace, tty: bool, started: float) -> int:
     import boto3
 
     print(stack.banner())
@@ -138,16 +130,11 @@ def _demo(stack: Any, client_cls: Any, args: argparse.Namespace, tty: bool, star
     ddb = boto3.client("dynamodb", endpoint_url=stack.endpoint_url, region_name=stack.opts.region)
     sqs = boto3.client("sqs", endpoint_url=stack.endpoint_url, region_name=stack.opts.region)
     table, partition = stack.settings.table_name, stack.settings.partition_key_value
-    client = client_cls(table, partition, ddb=ddb, clock=SystemClock())
+    client = PunctualClient(table, partition, ddb=ddb, clock=SystemClock())
     seen = Seen()
     stop = threading.Event()
     t0 = SystemClock().now_ms()
-    setup_s = time.monotonic() - started
-    horizon_s = args.horizon
-    if setup_s > TARGET_S - 8 - args.horizon:  # a cold template cache (synthesis) ate into the 2 minutes
-        horizon_s = max(MIN_HORIZON_S, min(args.horizon, TARGET_S - 8 - setup_s))
-        print(f"  set-up took {setup_s:.0f} s (synthesis): horizon {horizon_s:.0f} s instead of {args.horizon:g} s")
-    horizon_ms = int(horizon_s * 1000)
+    horizon_ms = int(_horizon_s(args.horizon, time.monotonic() - started) * 1000)
 
     def rel(ms: int) -> str:
         return f"{(ms - t0) / 1000:+7.2f}s"
@@ -169,26 +156,15 @@ def _demo(stack: Any, client_cls: Any, args: argparse.Namespace, tty: bool, star
         ddb.put_item(TableName=table, Item=item)
         return key
 
-    expects: list[Expect] = []
-    fractions = [0.011, 0.03, 0.06, 0.1, 0.15, 0.22, 0.3, 0.4, 0.5, 0.62, 0.75, 0.82, 0.9, 0.95, 1.0]
-    for i, f in enumerate(fractions):
-        due = t0 + max(1000, int(horizon_ms * f)) + 137 * i
-        if i % 2 == 0:
-            key = raw(due, f"raw-{i:02d}", {"kind": "raw", "n": i})
-            expects.append(Expect(key, due, "raw"))
-        else:
-            task = client.schedule(due, {"kind": "client", "n": i}, id=f"client-{i:02d}")
-            expects.append(Expect(task_key(task), due, "client"))
-    past = t0 - 30_000
-    expects.append(Expect(raw(past, "past-due", {"kind": "past-due"}), past, "past-due"))
+    expects = _schedule_spread(client, raw, t0, horizon_ms)
     # cancelled: one far from due, one already on the delay queue (fast path) when cancelled
     c1 = client.schedule(t0 + 20_000, {"kind": "cancel-me"}, id="cancel-early")
     c2 = client.schedule(t0 + 9_000, {"kind": "cancel-me"}, id="cancel-in-flight")
-    expects += [Expect(task_key(c1), t0 + 20_000, "cancelled", False), Expect(task_key(c2), t0 + 9_000, "cancelled", False)]
+    expects += [Expect(c1.key, t0 + 20_000, "cancelled", False), Expect(c2.key, t0 + 9_000, "cancelled", False)]
     r1 = client.schedule(t0 + 45_000, {"kind": "reschedule-me"}, id="resched-earlier")
     r2 = client.schedule(t0 + 6_000, {"kind": "reschedule-me"}, id="resched-later")
-    expects += [Expect(task_key(r1), t0 + 45_000, "rescheduled-from", False),
-                Expect(task_key(r2), t0 + 6_000, "rescheduled-from", False)]
+    expects += [Expect(r1.key, t0 + 45_000, "rescheduled-from", False),
+                Expect(r2.key, t0 + 6_000, "rescheduled-from", False)]
     bad_keys = [
         raw(0, "", sk=f"{t0 // 1000 + 5}#seconds-not-ms"),
         raw(0, "", sk=encode_sk(t0 + 4_000, "payload-not-a-map"), payload_av={"S": "not a map"}),
@@ -199,33 +175,15 @@ def _demo(stack: Any, client_cls: Any, args: argparse.Namespace, tty: bool, star
           f"malformed), {sum(e.how in ('client', 'cancelled', 'rescheduled-from') for e in expects)} client calls; "
           f"cancelling 2 and rescheduling 2 in 2 s", flush=True)
     time.sleep(2.0)  # let the fast path push c2 and r2 to the delay queue first
-    client.cancel(task_key(c1))
-    client.cancel(task_key(c2))
-    n1 = client.reschedule(task_key(r1), t0 + 12_000)
-    n2 = client.reschedule(task_key(r2), t0 + 25_000)
-    expects += [Expect(task_key(n1), t0 + 12_000, "rescheduled"), Expect(task_key(n2), t0 + 25_000, "rescheduled")]
+    client.cancel(c1.key)
+    client.cancel(c2.key)
+    n1 = client.reschedule(r1.key, t0 + 12_000)
+    n2 = client.reschedule(r2.key, t0 + 25_000)
+    expects += [Expect(n1.key, t0 + 12_000, "rescheduled"), Expect(n2.key, t0 + 25_000, "rescheduled")]
     due_list = [e for e in expects if e.deliver]
     print(f"  {len(due_list)} deliveries expected, last due {rel(max(e.due_ms for e in due_list))}", flush=True)
 
-    deadline = max(e.due_ms for e in due_list) + GRACE_MS
-    last_progress = 0.0
-    while SystemClock().now_ms() < deadline:
-        with seen.lock:
-            got = {ev.get("key") for ev, _ in seen.events}
-        if all(e.key in got for e in due_list) and SystemClock().now_ms() > max(e.due_ms for e in expects) + 1500:
-            break
-        now = SystemClock().now_ms()
-        pending = [e for e in due_list if e.key not in got]
-        nxt = min((e.due_ms for e in pending), default=None)
-        text = (f"  [{(now - t0) / 1000:5.1f}s] delivered {len(got & {e.key for e in due_list})}/{len(due_list)}"
-                + (f", next due in {(nxt - now) / 1000:5.1f}s" if nxt else "")
-                + f", poller fired {_fires(stack)}x")
-        if tty:
-            print("\r" + text.ljust(90), end="", flush=True)
-        elif time.monotonic() - last_progress >= 10:
-            print(text, flush=True)
-            last_progress = time.monotonic()
-        time.sleep(0.2)
+    _wait_for(stack, seen, expects, t0, tty)
     time.sleep(1.0)  # a last look for stragglers and duplicates
     stop.set()
     watcher.join(5)
@@ -233,7 +191,66 @@ def _demo(stack: Any, client_cls: Any, args: argparse.Namespace, tty: bool, star
         print("\r" + " " * 90 + "\r", end="")
     rejected = _drain_count(sqs, roles.get("rejected"))
     dlq = {role: len(_drain_count(sqs, url)) for role, url in roles.items() if role.endswith("_dlq")}
-    return _report(stack, t0, expects, bad_keys, seen, rejected, dlq, started)
+    return _report(stack, expects, bad_keys, seen, rejected, dlq, started)
+
+
+def _horizon_s(horizon_s: float, setup_s: float) -> float:
+    """The latest due time, shortened when a cold template cache (synthesis) ate into the 2 minutes."""
+    if setup_s <= TARGET_S - 8 - horizon_s:
+        return horizon_s
+    shorter = max(MIN_HORIZON_S, min(horizon_s, TARGET_S - 8 - setup_s))
+    print(f"  set-up took {setup_s:.0f} s (synthesis): horizon {shorter:.0f} s instead of {horizon_s:g} s")
+    return shorter
+
+
+def _schedule_spread(client: PunctualClient, raw: Callable[..., str], t0: int, horizon_ms: int) -> list[Expect]:
+    """15 tasks spread over the horizon, raw rows and client calls in turn, and one row past due."""
+    expects: list[Expect] = []
+    fractions = [0.011, 0.03, 0.06, 0.1, 0.15, 0.22, 0.3, 0.4, 0.5, 0.62, 0.75, 0.82, 0.9, 0.95, 1.0]
+    for i, f in enumerate(fractions):
+        due = t0 + max(1000, int(horizon_ms * f)) + 137 * i
+        if i % 2 == 0:
+            key = raw(due, f"raw-{i:02d}", {"kind": "raw", "n": i})
+            expects.append(Expect(key, due, "raw"))
+        else:
+            task = client.schedule(due, {"kind": "client", "n": i}, id=f"client-{i:02d}")
+            expects.append(Expect(task.key, due, "client"))
+    past = t0 - 30_000
+    expects.append(Expect(raw(past, "past-due", {"kind": "past-due"}), past, "past-due"))
+    return expects
+
+
+def _wait_for(stack: Any, seen: Seen, expects: list[Expect], t0: int, tty: bool) -> None:
+    """Until every expected delivery came (and the last due time is past) or the grace ran out,
+    showing progress (a live line on a terminal, else a line every 10 s)."""
+    due_list = [e for e in expects if e.deliver]
+    deadline = max(e.due_ms for e in due_list) + GRACE_MS
+    last_progress = 0.0
+    while SystemClock().now_ms() < deadline:
+        with seen.lock:
+            got = {ev.get("key") for ev, _ in seen.events}
+        if _done(got, due_list, expects):
+            break
+        text = _progress(stack, got, due_list, t0)
+        if tty:
+            print("\r" + text.ljust(90), end="", flush=True)
+        elif time.monotonic() - last_progress >= 10:
+            print(text, flush=True)
+            last_progress = time.monotonic()
+        time.sleep(0.2)
+
+
+def _done(got: set[Any], due_list: list[Expect], expects: list[Expect]) -> bool:
+    """Every expected delivery came, and every due time (cancelled ones too) is 1.5 s past."""
+    return all(e.key in got for e in due_list) and SystemClock().now_ms() > max(e.due_ms for e in expects) + 1500
+
+
+def _progress(stack: Any, got: set[Any], due_list: list[Expect], t0: int) -> str:
+    now = SystemClock().now_ms()
+    nxt = min((e.due_ms for e in due_list if e.key not in got), default=None)
+    return (f"  [{(now - t0) / 1000:5.1f}s] delivered {len(got & {e.key for e in due_list})}/{len(due_list)}"
+            + (f", next due in {(nxt - now) / 1000:5.1f}s" if nxt else "")
+            + f", poller fired {_fires(stack)}x")
 
 
 def _fires(stack: Any) -> int:
@@ -242,67 +259,140 @@ def _fires(stack: Any) -> int:
     return sum(d.fire_count for d in stack.drivers if isinstance(d, RuleDriver))
 
 
-def _report(stack: Any, t0: int, expects: list[Expect], bad_keys: list[str], seen: Seen,
-            rejected: list[dict[str, Any]], dlq: dict[str, int], started: float) -> int:
-    by_key: dict[str, list[tuple[dict[str, Any], int]]] = {}
+Received = tuple[dict[str, Any], int]  # a delivery event and when the demo received it (epoch ms)
+
+
+@dataclass
+class Outcome:
+    """What the demo saw, sorted against what it expected."""
+
+    by_key: dict[str, list[Received]]
+    want: list[Expect]  # should be delivered
+    not_wanted: list[Expect]  # cancelled or rescheduled away
+    delivered: list[Expect]
+    lost: list[Expect]
+    wrongly: list[Expect]  # delivered although not wanted
+    early: list[dict[str, Any]]
+    unknown: list[str]  # delivered keys the demo never scheduled
+
+
+def _partition(items: list[Expect], keep: Callable[[Expect], bool]) -> tuple[list[Expect], list[Expect]]:
+    yes: list[Expect] = []
+    no: list[Expect] = []
+    for item in items:
+        (yes if keep(item) else no).append(item)
+    return yes, no
+
+
+def _is_early(event: dict[str, Any], received: int) -> bool:
+    due = event.get("due_ms")
+    return isinstance(due, int) and (event.get("lateness_ms", 0) < 0 or received < due)
+
+
+def _by_key(seen: Seen) -> dict[str, list[Received]]:
+    by_key: dict[str, list[Received]] = {}
     for ev, received in seen.events:
         by_key.setdefault(str(ev.get("key")), []).append((ev, received))
-    want = [e for e in expects if e.deliver]
-    not_wanted = [e for e in expects if not e.deliver]
-    delivered = [e for e in want if e.key in by_key]
-    lost = [e for e in want if e.key not in by_key]
-    early = [ev for ev, received in seen.events
-             if isinstance(ev.get("due_ms"), int) and (ev.get("lateness_ms", 0) < 0 or received < ev["due_ms"])]
-    wrongly = [e for e in not_wanted if e.key in by_key]
-    unknown = [k for k in by_key if k not in {e.key for e in expects}]
-    dups = sum(len(v) - 1 for v in by_key.values())
-    timely = [by_key[e.key][0] for e in delivered if e.how != "past-due"]
+    return by_key
+
+
+def _outcome(expects: list[Expect], seen: Seen) -> Outcome:
+    by_key = _by_key(seen)
+    want, not_wanted = _partition(expects, lambda e: e.deliver)
+    delivered, lost = _partition(want, lambda e: e.key in by_key)
+    expected = {e.key for e in expects}
+    return Outcome(
+        by_key, want, not_wanted, delivered, lost,
+        wrongly=[e for e in not_wanted if e.key in by_key],
+        early=[ev for ev, received in seen.events if _is_early(ev, received)],
+        unknown=[k for k in by_key if k not in expected],
+    )
+
+
+def _ms(v: int | None) -> str:
+    return f"{v} ms" if v is not None else "-"
+
+
+def _spread(values: list[int]) -> str:
+    """p50 / p99 / max."""
+    return f"{_ms(percentile(values, 50))} / {_ms(percentile(values, 99))} / {_ms(max(values) if values else None)}"
+
+
+def _rejected(bad_keys: list[str], rejected: list[dict[str, Any]]) -> str:
+    rejected_keys = {r.get("sk") for r in rejected}
+    text = f"{sum(k in rejected_keys for k in bad_keys)} / {len(bad_keys)}"
+    codes = sorted({str(r.get("code")) for r in rejected})
+    return text + (f"  [{', '.join(codes)}]" if rejected else "")
+
+
+def _timing_rows(o: Outcome) -> list[tuple[str, str]]:
+    """Lateness of the tasks due in the future (the past-due row is late by design)."""
+    timely = [o.by_key[e.key][0] for e in o.delivered if e.how != "past-due"]
     late = [ev["lateness_ms"] for ev, _ in timely if isinstance(ev.get("lateness_ms"), int)]
     seen_late = [received - ev["due_ms"] for ev, received in timely]
-    past = [e for e in delivered if e.how == "past-due"]
-    rejected_keys = {r.get("sk") for r in rejected}
-    bad_rejected = [k for k in bad_keys if k in rejected_keys]
+    return [("lateness p50 / p99 / max", _spread(late)), ("seen by a consumer p50 / p99 / max", _spread(seen_late))]
 
-    def ms(v: int | None) -> str:
-        return f"{v} ms" if v is not None else "-"
 
-    rows = [
-        ("delivered", f"{len(delivered)} / {len(want)}"),
-        ("early (must be 0)", str(len(early))),
-        ("lost (must be 0)", str(len(lost))),
-        ("cancelled/rescheduled-away delivered", f"{len(wrongly)} of {len(not_wanted)}"),
-        ("duplicates (same event id)", str(dups)),
-        ("rejected (malformed rows)", f"{len(bad_rejected)} / {len(bad_keys)}"
-         + (f"  [{', '.join(sorted({str(r.get('code')) for r in rejected}))}]" if rejected else "")),
-        ("lateness p50 / p99 / max", f"{ms(percentile(late, 50))} / {ms(percentile(late, 99))} / "
-                                     f"{ms(max(late) if late else None)}"),
-        ("seen by a consumer p50 / p99 / max", f"{ms(percentile(seen_late, 50))} / {ms(percentile(seen_late, 99))} / "
-                                               f"{ms(max(seen_late) if seen_late else None)}"),
-    ]
-    if past:
-        ev = by_key[past[0].key][0][0]
-        rows.append(("past-due row (due -30 s)", f"delivered {ev.get('lateness_ms')} ms after its due time"))
-    if dlq:
-        rows.append(("dead-letter queues", ", ".join(f"{k} {v}" for k, v in dlq.items())))
+def _past_due_rows(o: Outcome) -> list[tuple[str, str]]:
+    past = [e for e in o.delivered if e.how == "past-due"]
+    if not past:
+        return []
+    ev = o.by_key[past[0].key][0][0]
+    return [("past-due row (due -30 s)", f"delivered {ev.get('lateness_ms')} ms after its due time")]
+
+
+def _stack_rows(stack: Any, dlq: dict[str, int]) -> list[tuple[str, str]]:
+    rows = [("dead-letter queues", ", ".join(f"{k} {v}" for k, v in dlq.items()))] if dlq else []
     fn = {f.name: f for f in stack.functions.values()}
     rows.append(("invocations", ", ".join(f"{name} {f.invocations}" + (f" ({f.errors} errors)" if f.errors else "")
                                           for name, f in fn.items())))
     rows.append(("poller fired by the rule", f"{_fires(stack)}x"))
-    if unknown:
-        rows.append(("unexpected deliveries", ", ".join(unknown[:3])))
+    return rows
+
+
+def _rows(o: Outcome, stack: Any, bad_keys: list[str], rejected: list[dict[str, Any]], dlq: dict[str, int],
+          started: float) -> list[tuple[str, str]]:
+    rows = [
+        ("delivered", f"{len(o.delivered)} / {len(o.want)}"),
+        ("early (must be 0)", str(len(o.early))),
+        ("lost (must be 0)", str(len(o.lost))),
+        ("cancelled/rescheduled-away delivered", f"{len(o.wrongly)} of {len(o.not_wanted)}"),
+        ("duplicates (same event id)", str(sum(len(v) - 1 for v in o.by_key.values()))),
+        ("rejected (malformed rows)", _rejected(bad_keys, rejected)),
+        *_timing_rows(o),
+        *_past_due_rows(o),
+        *_stack_rows(stack, dlq),
+    ]
+    if o.unknown:
+        rows.append(("unexpected deliveries", ", ".join(o.unknown[:3])))
     rows.append(("demo took", f"{time.monotonic() - started:.1f} s"))
+    return rows
+
+
+def _print_table(rows: list[tuple[str, str]]) -> None:
     width = max(len(k) for k, _ in rows)
     print()
     print("  " + "-" * (width + 40))
     for k, v in rows:
         print(f"  {k:<{width}}  {v}")
     print("  " + "-" * (width + 40))
-    for e in lost:
+
+
+def _print_failures(o: Outcome) -> bool:
+    """Print what went wrong; True if nothing did."""
+    for e in o.lost:
         print(f"  LOST {e.key} ({e.how}, due {iso_ms(e.due_ms)})")
-    for ev in early:
+    for ev in o.early:
         print(f"  EARLY {ev.get('key')} lateness {ev.get('lateness_ms')} ms")
-    for e in wrongly:
+    for e in o.wrongly:
         print(f"  DELIVERED AFTER {e.how.upper()}: {e.key}")
-    ok = not early and not lost and not wrongly
+    return not o.early and not o.lost and not o.wrongly
+
+
+def _report(stack: Any, expects: list[Expect], bad_keys: list[str], seen: Seen,
+            rejected: list[dict[str, Any]], dlq: dict[str, int], started: float) -> int:
+    outcome = _outcome(expects, seen)
+    _print_table(_rows(outcome, stack, bad_keys, rejected, dlq, started))
+    ok = _print_failures(outcome)
     print("  OK: nothing early, nothing lost" if ok else "  FAILED")
     return 0 if ok else 1
