@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from punctual.cli import EXIT_NOT_FOUND, EXIT_UNREACHABLE, main, parse_payload
+from punctual.cli import EXIT_NOT_FOUND, EXIT_UNREACHABLE, main
+from punctual.cli.tasks import parse_payload
 from punctual.local.stack import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,7 +117,7 @@ def test_a_real_process_prints_no_traceback(tmp_path):
 def test_rule_delay_option():
     import argparse
 
-    from punctual.cli import _rule_delay
+    from punctual.cli.local import _rule_delay
 
     assert _rule_delay("2.5") == 2.5
     assert _rule_delay("random") is None
