@@ -30,7 +30,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
-from punctual.core.config import META_PK, RULE_DESCRIPTION, Settings, to_environment
+from punctual.core.config import RULE_DESCRIPTION, Settings, to_environment
 from punctual.core.cron import one_shot_cron
 from punctual.core.metrics_names import (
     DELIVERED,
@@ -42,7 +42,7 @@ from punctual.core.metrics_names import (
     PUT_BACK,
     REJECTED_ROWS,
 )
-from punctual.core.models import ATTR_ENQUEUED_MS
+from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 
 from .bundling import functions_code
 
@@ -444,27 +444,9 @@ class Scheduler(Construct):
                 retry_attempts=EDITOR_RETRY_ATTEMPTS,
                 report_batch_item_failures=True,
                 on_failure=sources.SqsDlq(self.stream_dead_letter_queue),
-                # The editor acts on written task rows only. Not invoked for: removals, the meta
-                # (arming) row, and Punctual's own claims (a MODIFY whose new image carries the send
-                # mark: the row is already on its way). A user's put over a row drops the mark, so
-                # it still reaches the editor. Saves one invocation record per task sent (invariant 7).
-                filters=[
-                    lambda_.FilterCriteria.filter(
-                        {
-                            "eventName": lambda_.FilterRule.is_equal("INSERT"),
-                            "dynamodb": {"Keys": {"pk": {"S": lambda_.FilterRule.not_equals(META_PK)}}},
-                        }
-                    ),
-                    lambda_.FilterCriteria.filter(
-                        {
-                            "eventName": lambda_.FilterRule.is_equal("MODIFY"),
-                            "dynamodb": {
-                                "Keys": {"pk": {"S": lambda_.FilterRule.not_equals(META_PK)}},
-                                "NewImage": {ATTR_ENQUEUED_MS: {"N": lambda_.FilterRule.not_exists()}},
-                            },
-                        }
-                    ),
-                ],
+                # Removals, the meta row and Punctual's own claims never invoke the editor
+                # (punctual/core/stream_filter.py).
+                filters=[lambda_.FilterCriteria.filter(pattern) for pattern in EDITOR_STREAM_FILTERS],
             )
         )
 

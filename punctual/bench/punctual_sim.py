@@ -32,7 +32,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from punctual.core.parallel import lanes, run_in_order
 from punctual.core.retry import seed_jitter
+from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 from punctual.lambda_events import stream_record
+from punctual.local.filters import passes
 
 from .engine import Engine, Process, SimClock
 from .models import Models
@@ -98,21 +100,6 @@ class _LogSink:
 
     def flush(self) -> None:
         pass
-
-
-
-
-def _passes_editor_filter(rec: dict[str, Any]) -> bool:
-    """The construct's filter criteria on the editor's stream event source."""
-    from punctual.core.config import META_PK
-    from punctual.core.models import ATTR_ENQUEUED_MS
-
-    d = rec.get("dynamodb", {})
-    if d.get("Keys", {}).get("pk", {}).get("S") == META_PK:
-        return False
-    if rec.get("eventName") == "INSERT":
-        return True
-    return rec.get("eventName") == "MODIFY" and ATTR_ENQUEUED_MS not in (d.get("NewImage") or {})
 
 
 class PunctualSim:
@@ -597,7 +584,8 @@ class PunctualSim:
             del shard.items[: len(take)]
             shard.starting_sequence_number += len(take)
             raw = [item.to_json() for item in take]
-        records = [r for r in (stream_record(x, self.table_arn_stream, REGION) for x in raw) if _passes_editor_filter(r)]
+        records = [r for r in (stream_record(x, self.table_arn_stream, REGION) for x in raw)
+                   if passes(EDITOR_STREAM_FILTERS, r)]  # the construct's filter criteria
         self.result.counters["stream_records"] += len(raw)
         self.result.requests[("lambda-stream-poller", "dynamodbstreams.GetRecords")] += 1
         if records:

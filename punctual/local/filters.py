@@ -8,6 +8,7 @@ parse as JSON (``{"body": {...}}`` patterns), as Lambda does.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 _MISSING = object()
@@ -49,13 +50,13 @@ def _one(rule: Any, value: Any) -> bool:
     return value is not _MISSING and value == rule
 
 
-def matches(pattern: dict[str, Any], event: Any) -> bool:
-    if not isinstance(event, dict):
-        return False
+def matches(pattern: dict[str, Any], event: dict[str, Any]) -> bool:
     for key, rule in pattern.items():
         value = event.get(key, _MISSING)
         if isinstance(rule, dict):
-            if value is _MISSING or not matches(rule, value):
+            # Lambda matches the event's flattened leaf paths: under an absent or non-object value
+            # every leaf is absent, which only ``{"exists": false}`` accepts.
+            if not matches(rule, value if isinstance(value, dict) else {}):
                 return False
             continue
         rules = rule if isinstance(rule, list) else [rule]
@@ -74,5 +75,6 @@ def sqs_view(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "body": body}
 
 
-def passes(patterns: list[dict[str, Any]], record: dict[str, Any]) -> bool:
+def passes(patterns: Sequence[dict[str, Any]], record: dict[str, Any]) -> bool:
+    """Whether Lambda hands ``record`` to the function: no patterns, or one of them matches."""
     return not patterns or any(matches(p, record) for p in patterns)

@@ -12,6 +12,7 @@ from punctual.core.config import ENV, META_PK, RULE_DESCRIPTION, Settings
 from punctual.core.cron import parse_one_shot_cron
 from punctual.core.metrics_names import DELIVERED, INSTANCE_DIMENSION, LATENESS_MS, REJECTED_ROWS
 from punctual.core.models import ATTR_ENQUEUED_MS
+from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 
 
 def getatt(lid: str, attr: str = "Arn") -> dict:
@@ -308,6 +309,8 @@ def test_editor_event_source(demo):
         "OnFailure": {"Destination": getatt(demo.logical_id(s.stream_dead_letter_queue))}
     }
     patterns = [json.loads(f["Pattern"]) for f in m["FilterCriteria"]["Filters"]]
+    # the one definition the local stack and the benchmark evaluate (tests/local/test_filters.py)
+    assert patterns == list(EDITOR_STREAM_FILTERS)
     assert sorted(p["eventName"][0] for p in patterns) == ["INSERT", "MODIFY"]
     for p in patterns:
         assert p["dynamodb"]["Keys"]["pk"]["S"] == [{"anything-but": [META_PK]}]
