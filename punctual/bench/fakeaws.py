@@ -1,15 +1,14 @@
-"""A tiny, fast, in-memory DynamoDB / SQS / EventBridge for property tests.
+"""The in-memory DynamoDB / SQS / EventBridge behind ``punctual bench --backend fake``.
 
-Only what Punctual's code calls, with the semantics that matter for its
-invariants: conditional writes (a small expression evaluator for the
-condition / update expressions used), strongly consistent reads, paginated
-queries, SQS DelaySeconds / visibility timeouts / receive counts, and a rule
-whose every PutRule is recorded with the virtual time it was made at.
+:class:`FakeAws` is the engine of the benchmark's fake backend (:class:`punctual.bench.fastaws.BenchAws`
+extends it: a sorted index per partition, stream records as the simulator reads them); the
+reliability tests put boto3-like clients in front of it (tests/reliability/fakeaws.py).
 
-Every operation goes through :meth:`FakeAws.gate` first, so an
-:class:`~tests.reliability.interleave.Interleaver` can park the calling thread
-and choose which actor runs next: that is how hypothesis explores interleavings
-of the *real* handler code.
+Only what Punctual's code calls, with the semantics that matter for its invariants:
+conditional writes (a small expression evaluator for the condition / update expressions used),
+strongly consistent reads, paginated queries, SQS DelaySeconds / visibility timeouts / receive
+counts, a table stream (NEW_AND_OLD_IMAGES records), and a rule whose every PutRule is recorded
+with the virtual time it was made at. Callers invoke ``op_<operation>(**params)`` directly.
 """
 
 from __future__ import annotations
@@ -18,10 +17,8 @@ import copy
 import functools
 import re
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from types import SimpleNamespace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -253,15 +250,13 @@ class RuleCall:
 class FakeAws:
     clock: Any
     table_name: str = "punctual"
-    query_page: int = 7  # small pages so pagination is always exercised
-    gate: Callable[[str], None] = lambda op: None
+    query_page: int = 7  # rows per query page: small by default, so callers' pagination is exercised
     items: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     queues: dict[str, list[Message]] = field(default_factory=dict)
     rule_calls: list[RuleCall] = field(default_factory=list)
     rule_state: str = "DISABLED"
     rule_armed_ms: int | None = None
-    ops: list[str] = field(default_factory=list)
-    issued_ms: int = 0
+    issued_ms: int = 0  # when the current call was issued, for a client that lets time pass before it acts
     visibility_timeout_s: int = 30
     stream: list[dict[str, Any]] = field(default_factory=list)
 
@@ -288,43 +283,6 @@ class FakeAws:
         else:
             self.items[key] = copy.deepcopy(new)
         self._record(key, old, new)
-
-    # clients (one per service, like boto3 clients: hooks registered on them stay) ------------
-    def _client(self, service: str) -> _Client:
-        clients = self.__dict__.setdefault("_clients", {})
-        if service not in clients:
-            clients[service] = _Client(self, service)
-        return clients[service]
-
-    @property
-    def ddb(self) -> _Client:
-        return self._client("dynamodb")
-
-    @property
-    def sqs(self) -> _Client:
-        return self._client("sqs")
-
-    @property
-    def events(self) -> _Client:
-        return self._client("events")
-
-    def _call(self, op: str, kw: dict[str, Any], client: _Client | None = None) -> Any:
-        issued = self.clock.now_ms()  # when the caller sent it (the gate may let time pass)
-        self.gate(op)
-        self.issued_ms = issued
-        self.ops.append(op)
-        if client is None:
-            return getattr(self, "op_" + op)(**kw)
-        # botocore-style hooks (tests.faults.Faults registers on these)
-        model = SimpleNamespace(name="".join(w.capitalize() for w in op.split("_")))
-        client.meta.events.emit(f"before-call.{client.meta.service_model.service_name}", model=model)
-        try:
-            result = getattr(self, "op_" + op)(**kw)
-        except ClientError:
-            client.meta.events.emit(f"after-call.{client.meta.service_model.service_name}", model=model)
-            raise
-        client.meta.events.emit(f"after-call.{client.meta.service_model.service_name}", model=model)
-        return result
 
     # dynamodb ------------------------------------------------------------
     @staticmethod
@@ -504,9 +462,6 @@ class FakeAws:
                                "ApproximateNumberOfMessagesNotVisible": str(len(self.queue(QueueUrl)) - vis),
                                "ApproximateNumberOfMessagesDelayed": "0"}}
 
-    def next_visible_ms(self, url: str) -> int | None:
-        return min((m.visible_at for m in self.queue(url)), default=None)
-
     # events --------------------------------------------------------------
     def op_put_rule(self, Name, ScheduleExpression=None, State="ENABLED", **_):
         armed = parse_one_shot_cron(ScheduleExpression) if ScheduleExpression else self.rule_armed_ms
@@ -536,33 +491,3 @@ class FakeAws:
         """The minute the rule will fire in, or None when it is disabled."""
         return self.rule_armed_ms if self.rule_state == "ENABLED" else None
 
-
-class _Emitter:
-    def __init__(self) -> None:
-        self.handlers: dict[str, list[Callable[..., Any]]] = {}
-
-    def register(self, event: str, handler: Callable[..., Any]) -> None:
-        self.handlers.setdefault(event, []).append(handler)
-
-    def unregister(self, event: str, handler: Callable[..., Any]) -> None:
-        if handler in self.handlers.get(event, []):
-            self.handlers[event].remove(handler)
-
-    def emit(self, event: str, **kw: Any) -> None:
-        for handler in list(self.handlers.get(event, [])):
-            handler(**kw)
-
-
-class _Client:
-    def __init__(self, aws: FakeAws, service: str):
-        self._aws, self._service = aws, service
-        self.meta = SimpleNamespace(service_model=SimpleNamespace(service_name=service), events=_Emitter())
-
-    def __getattr__(self, op: str) -> Callable[..., Any]:
-        if op.startswith("_"):
-            raise AttributeError(op)
-
-        def call(**kw: Any) -> Any:
-            return self._aws._call(op, kw, self)
-
-        return call

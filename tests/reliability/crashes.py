@@ -85,11 +85,11 @@ def environment(backend: str, settings: Settings | None = None, start_ms: int = 
     if backend == "fake":
         from punctual.core.clock import ManualClock
         from punctual.core.runtime import Deps
-        from tests.reliability.fakeaws import FakeAws
+        from tests.reliability.fakeaws import GatedAws
         from tests.reliability.sim import FakeStream
 
         clock = ManualClock(start_ms)
-        aws = FakeAws(clock)
+        aws = GatedAws(clock)
         s = replace(base, delay_queue_url="q/delay", delivery_queue_url="q/delivery",
                     rejected_queue_url="q/rejected")
         deps = Deps(s, clock, aws.ddb, aws.sqs, aws.events)

@@ -1,4 +1,93 @@
-"""Moved to :mod:`punctual.bench.fakeaws` (the benchmark's ``--backend fake`` uses it too)."""
+"""The in-memory AWS of the race and crash tests: :class:`punctual.bench.fakeaws.FakeAws` behind
+boto3-like clients (``aws.ddb``, ``aws.sqs``, ``aws.events``).
 
-from punctual.bench.fakeaws import *  # noqa: F401,F403
-from punctual.bench.fakeaws import FakeAws, Message, RuleCall, _Client, _Emitter, _err  # noqa: F401
+Every call goes through :attr:`GatedAws.gate` first, so an
+:class:`~tests.reliability.interleave.Interleaver` can park the calling thread and choose which
+actor runs next: that is how hypothesis explores interleavings of the *real* handler code. The
+clients also fire botocore's ``before-call`` / ``after-call`` events (tests/faults.py registers on
+them to inject failures).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from punctual.bench.fakeaws import FakeAws
+
+
+@dataclass
+class GatedAws(FakeAws):
+    gate: Callable[[str], None] = lambda op: None
+    _clients: dict[str, _Client] = field(default_factory=dict, repr=False)
+
+    def _client(self, service: str) -> _Client:
+        # one per service, like boto3 clients: hooks registered on them stay
+        if service not in self._clients:
+            self._clients[service] = _Client(self, service)
+        return self._clients[service]
+
+    @property
+    def ddb(self) -> _Client:
+        return self._client("dynamodb")
+
+    @property
+    def sqs(self) -> _Client:
+        return self._client("sqs")
+
+    @property
+    def events(self) -> _Client:
+        return self._client("events")
+
+    def next_visible_ms(self, url: str) -> int | None:
+        return min((m.visible_at for m in self.queue(url)), default=None)
+
+
+class _Emitter:
+    def __init__(self) -> None:
+        self.handlers: dict[str, list[Callable[..., Any]]] = {}
+
+    def register(self, event: str, handler: Callable[..., Any]) -> None:
+        self.handlers.setdefault(event, []).append(handler)
+
+    def unregister(self, event: str, handler: Callable[..., Any]) -> None:
+        if handler in self.handlers.get(event, []):
+            self.handlers[event].remove(handler)
+
+    def emit(self, event: str, **kw: Any) -> None:
+        for handler in list(self.handlers.get(event, [])):
+            handler(**kw)
+
+
+class _Client:
+    def __init__(self, aws: GatedAws, service: str):
+        self._aws, self._service = aws, service
+        self.meta = SimpleNamespace(service_model=SimpleNamespace(service_name=service), events=_Emitter())
+
+    def __getattr__(self, op: str) -> Callable[..., Any]:
+        if op.startswith("_"):
+            raise AttributeError(op)
+
+        def call(**kw: Any) -> Any:
+            return self._call(op, kw)
+
+        return call
+
+    def _call(self, op: str, kw: dict[str, Any]) -> Any:
+        aws = self._aws
+        issued = aws.clock.now_ms()  # when the caller sent it (the gate may let time pass)
+        aws.gate(op)
+        aws.issued_ms = issued
+        model = SimpleNamespace(name="".join(w.capitalize() for w in op.split("_")))
+        self.meta.events.emit(f"before-call.{self._service}", model=model)
+        try:
+            result = getattr(aws, "op_" + op)(**kw)
+        except ClientError:
+            self.meta.events.emit(f"after-call.{self._service}", model=model)
+            raise
+        self.meta.events.emit(f"after-call.{self._service}", model=model)
+        return result

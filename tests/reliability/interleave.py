@@ -1,7 +1,7 @@
 """Deterministic interleaving of real, blocking code: one thread per actor, one baton.
 
 Each actor runs in its own thread but only while it holds the baton. Before every
-AWS call the fake (:class:`~tests.reliability.fakeaws.FakeAws`) calls
+AWS call the fake (:class:`~tests.reliability.fakeaws.GatedAws`) calls
 :meth:`Interleaver.gate`, which hands the baton back; the driver then picks the
 next actor with ``choose`` (a hypothesis draw), so every interleaving at the
 granularity of AWS calls can be generated and shrunk.

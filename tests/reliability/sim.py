@@ -11,7 +11,7 @@
 - drains the delivery queue and records every event with the time SQS got it.
 
 It works over moto (boto3 clients, freezegun time) and over
-:class:`~tests.reliability.fakeaws.FakeAws` (manual time), through the same API
+:class:`~tests.reliability.fakeaws.GatedAws` (manual time), through the same API
 calls, so the crash matrix and the property tests share one notion of "lost",
 "early" and "duplicate".
 

@@ -28,7 +28,7 @@ from punctual.core.models import ATTR_ENQUEUED_MS, item_key
 from punctual.core.runtime import Deps
 from punctual.core.usecases.poll import poll
 from punctual.core.usecases.process_stream import process_stream
-from tests.reliability.fakeaws import FakeAws
+from tests.reliability.fakeaws import GatedAws
 from tests.reliability.interleave import Interleaver
 from tests.reliability.sim import FakeStream, World
 
@@ -48,7 +48,7 @@ TICKS = st.sampled_from([0, 0, 0, 1, 37, 500, 999, 1_000, 15_000, 59_999])
 
 @dataclass
 class Ctx:
-    aws: FakeAws
+    aws: GatedAws
     clock: ManualClock
     deps: Deps
     expected: dict[str, int] = field(default_factory=dict)
@@ -74,7 +74,7 @@ class Ctx:
 
 def make_ctx(start_ms: int) -> Ctx:
     clock = ManualClock(start_ms)
-    aws = FakeAws(clock)
+    aws = GatedAws(clock)
     return Ctx(aws, clock, Deps(SETTINGS, clock, aws.ddb, aws.sqs, aws.events))
 
 
