@@ -650,7 +650,6 @@ class PunctualSim:
         import time as _time
 
         from freezegun import freeze_time
-        from moto import mock_aws
 
         from punctual.core import observability as obs
 
@@ -659,7 +658,7 @@ class PunctualSim:
         sink = _LogSink()
         fake = self.backend == "fake"
         with freeze_time(datetime.fromtimestamp(EPOCH_MS / 1000, tz=UTC)) as frozen, \
-                (contextlib.nullcontext() if fake else mock_aws()), run_in_order():
+                (contextlib.nullcontext() if fake else _mock_aws()), run_in_order():
             self.frozen = frozen
             patches = [] if fake else self._moto_speedups()
             obs.set_stream(sink)
@@ -680,6 +679,13 @@ class PunctualSim:
         self.result.counters["engine_events"] = self.engine.events_run
         self.result.wall_s = _real_elapsed(wall)
         return self.result
+
+
+def _mock_aws() -> Any:
+    """moto's in-process AWS, imported only by the moto backend."""
+    from moto import mock_aws
+
+    return mock_aws()
 
 
 def _orig_ms(dt: Any) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import time
@@ -31,6 +32,14 @@ FAULT_RATES: dict[str, Any] = {"fault_call_failure_rate": 0.01, "fault_crash_rat
 # DelaySeconds elapse (the default, conservative), "on-time" never before (what AWS documents),
 # "both" runs every strategy under each (see SOURCES["sqs_early_max_ms"]).
 SQS_MODELS = ("early", "on-time", "both")
+EXTRA = "pip install 'punctual-aws[bench]'"  # the packages a run needs beyond the wheel's own
+
+
+def missing_modules(backend: str, plots: bool) -> list[str]:
+    """What a run would fail to import, the wheel's dependencies aside: freezegun (virtual time,
+    both backends), moto (the moto backend), matplotlib (the plots)."""
+    needed = ["freezegun", *(["moto"] if backend == "moto" else []), *(["matplotlib"] if plots else [])]
+    return [name for name in needed if importlib.util.find_spec(name) is None]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -190,6 +199,10 @@ def main(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     if args.combine:
         return combine(out_dir)
+    missing = missing_modules(getattr(args, "backend", "moto"), plots=not args.no_plots)
+    if missing:  # before minutes of running, not after
+        hint = " (or pass --no-plots)" if missing == ["matplotlib"] else ""
+        raise SystemExit(f"punctual bench needs {', '.join(missing)}: {EXTRA}{hint}")
     model_list = sqs_models(getattr(args, "sqs_model", "early"), Models().with_overrides(args.set))
     out_dir.mkdir(parents=True, exist_ok=True)
     results, summaries = _run_all(args, model_list)

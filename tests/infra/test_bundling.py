@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -10,6 +13,7 @@ import pytest
 from aws_cdk import aws_lambda as lambda_
 
 from infra.bundling import (
+    RUNTIME_DISTRIBUTIONS,
     SOURCES,
     LocalPythonBundling,
     bytecode_python,
@@ -78,6 +82,12 @@ def test_real_bundling_for_arm64(tmp_path):
     assert not (asset / "functions").exists()
     assert (asset / "punctual" / "core" / "planning.py").is_file()
     assert not (asset / "punctual" / "client.py").exists() and not (asset / "punctual" / "bench").exists()
+    assert not (asset / "punctual" / "local").exists()
+    # third party: pydantic and what it requires, nothing dev-only (moto, freezegun, pytest, ...)
+    dists = {_dist_key(p.name.split("-")[0]) for p in asset.glob("*.dist-info")}
+    assert "pydantic" in dists and dists <= _requirement_closure(RUNTIME_DISTRIBUTIONS), dists
+    top = {p.name.removesuffix(".py") for p in asset.iterdir() if not p.name.endswith(".dist-info")}
+    assert not top & DEV_ONLY, top & DEV_ONLY
     # bytecode only from an interpreter of the runtime's version (3.13), never the build machine's
     pyc = list(asset.rglob("*.pyc"))
     if bytecode_python("3.13") is None:
@@ -130,3 +140,66 @@ def test_bundle_compiles_unchecked_hash_bytecode(tmp_path):
     assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b01
     modules = [p for p in tmp_path.rglob("*.py")]
     assert modules and all((p.parent / "__pycache__" / f"{p.stem}.{tag}.pyc").is_file() for p in modules)
+
+
+# ---- nothing dev-only in the Lambda asset ------------------------------------------------------
+
+#: Packages for development, the local stack or the benchmark: never in (or imported by) the asset.
+DEV_ONLY = {"moto", "freezegun", "pytest", "_pytest", "hypothesis", "matplotlib", "aws_cdk", "constructs",
+            "jsii", "cdk_nag", "cfnlint", "mypy", "ruff", "responses", "werkzeug", "flask"}
+#: What the asset's code may import: itself, the runtime's boto3/botocore, pydantic (bundled).
+ASSET_IMPORTS = {"punctual.core", "punctual.functions", "boto3", "botocore", "pydantic"}
+
+
+def _dist_key(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _requirement_closure(names) -> set[str]:
+    """The installed distributions ``names`` need, transitively (requirements of extras left out)."""
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = _dist_key(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        for req in importlib.metadata.requires(name) or []:
+            if "extra ==" not in req:
+                todo.append(re.match(r"[A-Za-z0-9._-]+", req).group(0))
+    return seen
+
+
+def _imports(path: Path) -> set[str]:
+    """The absolute imports of a file, lazy ones (inside functions) too, but not those under
+    ``if TYPE_CHECKING:``; relative imports stay inside the shipped package."""
+    tree = ast.parse(path.read_text(), str(path))
+    checking = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
+                for n in ast.walk(node)}
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in checking:
+            continue
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module)
+    return out
+
+
+def test_the_asset_code_imports_nothing_dev_only():
+    """Statically, lazy imports included: the asset's code reaches only the standard library,
+    punctual.core / punctual.functions, the runtime's boto3 and the bundled pydantic. A lazy
+    ``import freezegun`` in punctual.core would pass every import-time check and fail on Lambda."""
+    py = [p for name, p in source_files(SOURCES).items() if name.endswith(".py")]
+    assert len(py) >= 10
+    bad = {}
+    for path in py:
+        for module in _imports(path):
+            name = re.sub(r"^functions(?=\.|$)", "punctual.functions", module)  # as the asset names it
+            if name.split(".")[0] in sys.stdlib_module_names | {"__future__"} or name == "punctual":
+                continue
+            if not any(name == a or name.startswith(a + ".") for a in ASSET_IMPORTS):
+                bad.setdefault(str(path), []).append(module)
+    assert not bad, bad
