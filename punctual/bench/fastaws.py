@@ -21,6 +21,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .capacity import Kind, PartitionCapacity, get_read_units, query_read_units, throttled_error
 from .fakeaws import FakeAws
 
 _Q_BELOW = re.compile(r"^pk = :p AND sk < :u$")
@@ -30,6 +31,9 @@ _Q_BETWEEN = re.compile(r"^pk = :p AND sk BETWEEN :l AND :u$")
 
 @dataclass
 class BenchAws(FakeAws):
+    # DynamoDB's per-partition limits (punctual.bench.capacity); None: unlimited, as before.
+    capacity: PartitionCapacity | None = None
+
     def __post_init__(self) -> None:
         self.sorted_sks: dict[str, list[str]] = {}
         self.seq = 0
@@ -61,8 +65,61 @@ class BenchAws(FakeAws):
         elif new is not None and not existed:
             bisect.insort(sks, key[1])
 
+    # -- DynamoDB's partition limits: each table call Punctual makes is admitted or throttled ---
+    @property
+    def table_arn(self) -> str:
+        return f"arn:aws:dynamodb:us-east-1:123456789012:table/{self.table_name}"
+
+    def _admit(self, op: str, pk: str, kind: Kind, units: float) -> None:
+        if self.capacity is not None and not self.capacity.admit(pk, kind, units, self.clock.now_ms()):
+            raise throttled_error(op, kind, self.table_arn)
+
+    def op_put_item(self, TableName, Item, **kw):
+        self._admit("PutItem", Item["pk"]["S"], "write", 1)
+        return super().op_put_item(TableName, Item, **kw)
+
+    def op_update_item(self, TableName, Key, UpdateExpression, **kw):
+        self._admit("UpdateItem", Key["pk"]["S"], "write", 1)
+        return super().op_update_item(TableName, Key, UpdateExpression, **kw)
+
+    def op_delete_item(self, TableName, Key, **kw):
+        self._admit("DeleteItem", Key["pk"]["S"], "write", 1)
+        return super().op_delete_item(TableName, Key, **kw)
+
+    def op_get_item(self, TableName, Key, ConsistentRead=False, **kw):
+        self._admit("GetItem", Key["pk"]["S"], "read", get_read_units(ConsistentRead))
+        return super().op_get_item(TableName, Key, ConsistentRead, **kw)
+
+    def op_batch_write_item(self, RequestItems: dict[str, list[dict[str, Any]]], **kw: Any) -> dict[str, Any]:
+        """Items over their partition's limit come back in UnprocessedItems; when none is
+        admitted the whole call is throttled (BatchWriteItem API reference)."""
+        if self.capacity is None:
+            return super().op_batch_write_item(RequestItems, **kw)
+        now = self.clock.now_ms()
+        admitted: dict[str, list[dict[str, Any]]] = {}
+        unprocessed: dict[str, list[dict[str, Any]]] = {}
+        for table, reqs in RequestItems.items():
+            for r in reqs:
+                key = r["PutRequest"]["Item"] if "PutRequest" in r else r["DeleteRequest"]["Key"]
+                ok = self.capacity.admit(key["pk"]["S"], "write", 1, now)
+                (admitted if ok else unprocessed).setdefault(table, []).append(r)
+        if not admitted:
+            raise throttled_error("BatchWriteItem", "write", self.table_arn)
+        super().op_batch_write_item(admitted, **kw)
+        return {"UnprocessedItems": unprocessed}
+
     def op_query(self, TableName, KeyConditionExpression, ExpressionAttributeValues, ExpressionAttributeNames=None,
                  ExclusiveStartKey=None, Limit=None, ConsistentRead=False, ScanIndexForward=True, **kw):
+        resp = self._query_page(TableName, KeyConditionExpression, ExpressionAttributeValues,
+                                ExpressionAttributeNames, ExclusiveStartKey, Limit, ConsistentRead,
+                                ScanIndexForward, **kw)
+        if self.capacity is not None:
+            self._admit("Query", ExpressionAttributeValues.get(":p", {}).get("S", ""), "read",
+                        query_read_units(resp.get("Items", []), ConsistentRead))
+        return resp
+
+    def _query_page(self, TableName, KeyConditionExpression, ExpressionAttributeValues, ExpressionAttributeNames,
+                    ExclusiveStartKey, Limit, ConsistentRead, ScanIndexForward, **kw):
         cond, vals = KeyConditionExpression.strip(), ExpressionAttributeValues
         if ExpressionAttributeNames or not ScanIndexForward or ":p" not in vals:
             return super().op_query(TableName, KeyConditionExpression, ExpressionAttributeValues,

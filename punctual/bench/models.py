@@ -50,6 +50,14 @@ class Models:
     # function's share of a vCPU and not shared by a parallel section (threads hold the GIL).
     # 0 = no CPU model (every published figure so far); 0.6 is what was measured here.
     client_cpu_ms_per_call: float = 0.0
+    # DynamoDB per-partition-key-value throughput (on for scenarios with throttling=True: firehose),
+    # a token bucket holding this much of it; reads and writes are limited independently.
+    ddb_partition_wcu_per_s: int = 1_000
+    ddb_partition_rcu_per_s: int = 3_000
+    ddb_partition_burst_ms: int = 1_000
+    # The producer's SDK retrying its throttled PutItem: base * 2^(attempt - 1), up to this many attempts...
+    sdk_retry_base_ms: int = 50
+    sdk_max_attempts: int = 10
     # Faults scenario: share of AWS calls failing, and of calls after which the function dies.
     fault_call_failure_rate: float = 0.0
     fault_crash_rate: float = 0.0
@@ -114,6 +122,29 @@ SOURCES: dict[str, str] = {
     "cdk_period_ms": "cdk-scheduler source: CRON_DELAY_IN_MINUTES = 14, Query 'sk BETWEEN :now AND :future' with "
     ":future = now + 15 min, no pagination (DynamoDB returns at most 1 MB per Query), DelaySeconds = "
     "floor((due - now)/1000), then DeleteItem; a stream handler sends rows due within 15 min the same way.",
+    "ddb_partition_wcu_per_s": "DynamoDB Developer Guide, 'Troubleshooting throttling for on-demand mode' "
+    "(docs.aws.amazon.com/amazondynamodb/latest/developerguide/TroubleshootingThrottlingOnDemand.html) and "
+    "'Understanding DynamoDB warm throughput' (warm-throughput-scenarios.html): 'each individual partition is "
+    "limited to 1,000 write units per second and 3,000 read units per second', on-demand tables included. "
+    "Over it DynamoDB returns ProvisionedThroughputExceededException with ThrottlingReasons "
+    "TableWriteKeyRangeThroughputExceeded / TableReadKeyRangeThroughputExceeded ('Key range throughput "
+    "exceeded (hot partitions)', throttling-key-range-limit-exceeded-mitigation.html: 'The request rate directed "
+    "at a specific partition key value has exceeded the internal partition-level throughput limits'; API "
+    "reference ThrottlingReason). Modelled per partition key value (Punctual's tasks share one); "
+    "DynamoDB may split a hot key's item collection by sort key ('split for heat', undocumented limits), which "
+    "the model ignores: a conservative reading. BatchWriteItem returns the items over the limit in "
+    "UnprocessedItems and throttles the call only when none was admitted (BatchWriteItem API reference).",
+    "ddb_partition_rcu_per_s": "Same pages: 3,000 read units per second per partition. The same page on "
+    "on-demand throttling says 'or a linear combination of both'; the key-range page says reads and writes are "
+    "throttled independently: the model keeps two independent buckets (the lenient reading).",
+    "ddb_partition_burst_ms": "Assumption: a partition absorbs at most 1 s of its limit at once (token bucket of "
+    "1 s); DynamoDB's documented burst capacity (300 s of unused capacity) is a table-level provisioned-mode "
+    "feature and never exceeds the partition's maximum.",
+    "sdk_retry_base_ms": "botocore's retry config for DynamoDB (botocore/data/_retry.json, legacy mode, boto3's "
+    "default): max_attempts 10, exponential delay base 0.05 s, growth factor 2, on ThrottlingException and "
+    "ProvisionedThroughputExceededException. The bench's producer keeps retrying at the last delay after the "
+    "SDK's attempts (an application retrying what the SDK raised), so no task is dropped; "
+    "user_puts_past_sdk_attempts counts the puts that would have raised to the producer.",
     "delay_visibility_ms": "Construct: DELAY_QUEUE_VISIBILITY = 6 x CONSUMER_TIMEOUT (AWS guidance for SQS "
     "event sources).",
 }

@@ -36,6 +36,7 @@ from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 from punctual.lambda_events import stream_record
 from punctual.local.filters import passes
 
+from .capacity import PartitionCapacity, get_read_units, is_throttled, query_read_units
 from .engine import Engine, Process, SimClock
 from .models import Models
 from .scenarios import Scenario
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 REGION = "us-east-1"
 EPOCH_MS = 1_798_761_600_000  # 2027-01-01T00:00:00Z: virtual time starts here
 WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+THROTTLED_PREFIX = "ddb_throttled:"  # counters of requests refused over a partition's limit
 MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's sizes
 VCPU_MB = 1769  # Lambda: one vCPU at 1,769 MB, CPU in proportion to memory
 
@@ -86,6 +88,10 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     counters: Counter = field(default_factory=Counter)
+    # The run models DynamoDB's partition limits (punctual.bench.capacity): refused requests are
+    # counted as counters["ddb_throttled:<actor>:<Op>"], the producer's puts refused at least
+    # once as counters["user_puts_throttled"].
+    partition_limits: bool = False
 
 
 class _LogSink:
@@ -112,6 +118,8 @@ class PunctualSim:
         fake of :mod:`punctual.bench.fastaws`: no botocore, no moto, ~10x less CPU per task)."""
         if backend not in ("moto", "fake"):
             raise ValueError(f"unknown backend {backend!r}")
+        if scenario.throttling and backend != "fake":
+            raise ValueError(f"scenario {scenario.name} models DynamoDB's partition limits: use --backend fake")
         self.backend = backend
         self.sc, self.m, self.seed = scenario, models, seed
         self.overrides = dict(settings or {})
@@ -143,6 +151,7 @@ class PunctualSim:
         self.rule_gen = 0
         self.rule_current: tuple[Any, Any] = (None, None)
         self.faults_on = scenario.faults
+        self.result.partition_limits = scenario.throttling
         self.running: Counter = Counter()  # invocations in progress, per function
 
     # ---------------------------------------------------------------- set-up
@@ -189,8 +198,11 @@ class PunctualSim:
                 return sim.sqs_view_ms if sim.sqs_view_ms is not None else sim.engine.now
 
         s = Settings()
+        m = self.m
+        capacity = (PartitionCapacity(m.ddb_partition_wcu_per_s, m.ddb_partition_rcu_per_s, m.ddb_partition_burst_ms)
+                    if self.sc.throttling else None)
         self.aws = aws = BenchAws(clock=_ViewClock(), table_name=s.table_name, query_page=1_000,
-                                  visibility_timeout_s=self.m.delay_visibility_ms // 1000)
+                                  visibility_timeout_s=m.delay_visibility_ms // 1000, capacity=capacity)
         delay, delivery, rejected = (f"https://sqs.{REGION}.amazonaws.com/123456789012/punctual-{q}"
                                      for q in ("delay", "delivery", "rejected"))
         extra = self.overrides
@@ -310,7 +322,9 @@ class PunctualSim:
             self.result.requests[(who, f"{svc}.{op}")] += 1
             ok = getattr(http_response, "status_code", 200) < 300
             params = context.get("bench_params") or {}
-            if svc == "dynamodb":
+            if svc == "dynamodb" and not ok and is_throttled(parsed):
+                self.result.counters[f"{THROTTLED_PREFIX}{who}:{op}"] += 1  # refused: no units, no write
+            elif svc == "dynamodb":
                 self._account_ddb(op, params, parsed)
                 if ok and op in WRITE_OPS:
                     self._stream_notify()
@@ -331,16 +345,18 @@ class PunctualSim:
         r = self.result
         if op in ("PutItem", "UpdateItem", "DeleteItem"):
             r.ddb_wru += 1
-        elif op == "BatchWriteItem":
+        elif op == "BatchWriteItem":  # items over a partition's limit come back unprocessed, unbilled
             r.ddb_wru += sum(len(v) for v in (params.get("RequestItems") or {}).values())
+            unprocessed = sum(len(v) for v in (parsed.get("UnprocessedItems") or {}).values())
+            r.ddb_wru -= unprocessed
+            if unprocessed:
+                r.counters["ddb_unprocessed_items"] += unprocessed
         elif op == "GetItem":
-            r.ddb_rru += 1 if params.get("ConsistentRead") else 0.5
+            r.ddb_rru += get_read_units(bool(params.get("ConsistentRead")))
         elif op == "BatchGetItem":
             r.ddb_rru += sum(len(v.get("Keys", [])) for v in (params.get("RequestItems") or {}).values())
         elif op == "Query":
-            size = sum(len(json.dumps(i)) for i in parsed.get("Items", []))
-            units = max(1, -(-size // 4096))
-            r.ddb_rru += units if params.get("ConsistentRead") else units / 2
+            r.ddb_rru += query_read_units(parsed.get("Items", []), bool(params.get("ConsistentRead")))
 
     # ---------------------------------------------------------------- SQS: sends observed
     def _observe_sqs(self, op: str, params: dict[str, Any], parsed: dict[str, Any]) -> None:
@@ -627,17 +643,35 @@ class PunctualSim:
         self._invoke("editor", self.engine.now, lambda: process_stream({"Records": records}, self.deps), done)
 
     # ---------------------------------------------------------------- the workload
-    def _insert(self, i: int) -> None:
+    def _insert(self, i: int, attempt: int = 1) -> None:
+        from botocore.exceptions import ClientError
+
         from punctual.core.keys import encode_sk
 
         sk = encode_sk(EPOCH_MS + self.sc.dues[i], f"t{i:07d}")
         self.sk_index[sk] = i
-        if self.running["poller"]:
+        if self.running["poller"] and attempt == 1:
             self.result.counters["inserts_during_a_poll"] += 1
-        self.user_ddb.put_item(TableName=self.settings.table_name, Item={
-            "pk": {"S": self.settings.partition_key_value}, "sk": {"S": sk},
-            "payload": {"M": {"task": {"N": str(i)}, "kind": {"S": "bench"}}},
-        })
+        try:
+            self.user_ddb.put_item(TableName=self.settings.table_name, Item={
+                "pk": {"S": self.settings.partition_key_value}, "sk": {"S": sk},
+                "payload": {"M": {"task": {"N": str(i)}, "kind": {"S": "bench"}}},
+            })
+        except ClientError as exc:
+            if not is_throttled(exc.response):
+                raise
+            self._retry_insert(i, attempt)
+
+    def _retry_insert(self, i: int, attempt: int) -> None:
+        """The producer's SDK retries a throttled put (botocore's DynamoDB policy: models.SOURCES
+        "sdk_retry_base_ms"); past its attempts the producer retries at the last delay."""
+        m = self.m
+        if attempt == 1:
+            self.result.counters["user_puts_throttled"] += 1
+        if attempt == m.sdk_max_attempts:
+            self.result.counters["user_puts_past_sdk_attempts"] += 1
+        delay = m.sdk_retry_base_ms * 2 ** (min(attempt, m.sdk_max_attempts - 1) - 1)
+        self.engine.at(self.engine.now + delay, partial(self._insert, i, attempt + 1))
 
     def _housekeeping(self) -> None:
         """Empty the delivery queue now and then (nobody reads it; moto scans it on every send)."""
@@ -655,6 +689,10 @@ class PunctualSim:
 
         os.environ.setdefault("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
         wall = _time.perf_counter()
+        # The handlers' backoff (punctual.core.retry) draws from the global random: seeded here,
+        # so a run with retries (faults, firehose) is reproducible; restored afterwards.
+        random_state = random.getstate()
+        random.seed(self.seed * 6007 + 29)
         sink = _LogSink()
         fake = self.backend == "fake"
         with freeze_time(datetime.fromtimestamp(EPOCH_MS / 1000, tz=UTC)) as frozen, \
@@ -672,6 +710,7 @@ class PunctualSim:
                 self.engine.at(EPOCH_MS + 3_600_000, self._housekeeping)
                 self.engine.run(EPOCH_MS + self.sc.horizon_ms)
             finally:
+                random.setstate(random_state)
                 obs.set_stream(None)
                 for obj, name, old in reversed(patches):
                     setattr(obj, name, old)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import prices as P
-from .punctual_sim import MEMORY_MB, RunResult
+from .punctual_sim import MEMORY_MB, THROTTLED_PREFIX, RunResult
 
 DAY_MS = 86_400_000
 BILLED_SERVICES = ("dynamodb", "sqs")
@@ -35,6 +35,10 @@ class Summary:
     wall_s: float
     # The SQS delay-timer model the run used (run.sqs_model_label): "early" or "on-time".
     sqs_model: str = "early"
+    # DynamoDB requests refused over a partition's limit (all actors, the producer's puts included)
+    # and the producer's puts refused at least once; None when the run does not model the limits.
+    throttled_requests: int | None = None
+    throttled_user_puts: int | None = None
 
 
 def _pct(values: list[int], q: float) -> float | None:
@@ -78,6 +82,7 @@ def summarize(r: RunResult) -> Summary:
         "Scheduler": r.counters.get("scheduled_invocations", 0) * P.SCHEDULER_INVOCATION,
     }
     per_million = {k: v / n * 1e6 for k, v in parts.items()}
+    throttled = sum(v for k, v in r.counters.items() if k.startswith(THROTTLED_PREFIX))
     for fn, usd in by_fn.items():
         per_million[f"(Lambda {fn})"] = usd / n * 1e6
     return Summary(
@@ -86,6 +91,8 @@ def summarize(r: RunResult) -> Summary:
         len(r.invocations), idle / days, sum(billed.values()) / n,
         {api: c / n for api, c in sorted(billed.items(), key=lambda kv: -kv[1])},
         sum(v for k, v in per_million.items() if not k.startswith("(")), per_million, r.wall_s,
+        throttled_requests=throttled if r.partition_limits else None,
+        throttled_user_puts=r.counters.get("user_puts_throttled", 0) if r.partition_limits else None,
     )
 
 
@@ -140,12 +147,16 @@ def _int_ms(v: float | None) -> int | None:
 
 def strategy_figures(s: Summary) -> dict[str, int | float | None]:
     """One strategy's figures for ``punctual bench --json`` (lateness in whole ms, null when
-    nothing was delivered)."""
-    return {
+    nothing was delivered); ``throttled_requests`` and ``throttled_user_puts`` only for runs that
+    model DynamoDB's partition limits (firehose)."""
+    figures: dict[str, int | float | None] = {
         "delivered": s.delivered, "lost": s.lost, "early": s.early, "duplicates": s.duplicates,
         "p50_ms": _int_ms(s.p50), "p90_ms": _int_ms(s.p90), "p99_ms": _int_ms(s.p99), "max_ms": _int_ms(s.max),
         "usd_per_million": round(s.usd_per_million, 4), "requests_per_task": round(s.requests_per_task, 4),
     }
+    if s.throttled_requests is not None:
+        figures.update(throttled_requests=s.throttled_requests, throttled_user_puts=s.throttled_user_puts)
+    return figures
 
 
 def _strategies(summaries: list[Summary], scenario: str) -> dict[str, dict[str, int | float | None]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,8 @@ class Scenario:
     horizon_ms: int  # the run ends here (every task is due well before)
     faults: bool = False
     params: dict[str, object] = field(default_factory=dict)
+    # DynamoDB's per-partition limits apply (punctual.bench.capacity; --backend fake only)
+    throttling: bool = False
 
     @property
     def n(self) -> int:
@@ -120,6 +123,20 @@ def idle(seed: int, days: float = 7) -> Scenario:
     return Scenario("idle", f"3 tasks over {days:g} days", inserts, dues, span, params={"days": days})
 
 
+def firehose(seed: int, rate: int = 10_000, seconds: float = 60, n: int | None = None) -> Scenario:
+    """``rate`` inserts a second for ``seconds`` (evenly spaced), each due 1-30 min ahead (uniform),
+    against DynamoDB's per-partition limits: every task shares one partition key value.
+    ``n`` (``--tasks``) keeps the rate and sets the duration."""
+    rng = random.Random(seed)
+    n = n if n is not None else int(rate * seconds)
+    inserts = [i * SECOND // rate for i in range(n)]
+    dues = [t + rng.randrange(MINUTE, 30 * MINUTE) for t in inserts]
+    sc = _finish("firehose", f"{n:,} tasks inserted at {rate:,}/s for {n / rate:g} s, due 1-30 min ahead, "
+                 "one DynamoDB partition (1,000 WCU/s, 3,000 RCU/s)", inserts, dues, n=n, rate=rate)
+    sc.throttling = True
+    return sc
+
+
 def faults(seed: int, n: int = 100_000, days: float = 7) -> Scenario:
     sc = steady(seed, n, days)
     sc.name, sc.faults = "faults", True
@@ -138,10 +155,13 @@ FULL = {
     "idle": lambda seed: idle(seed),
     "faults": lambda seed: faults(seed, n=FULL_TASKS["faults"]),
     "top-of-minute": lambda seed: top_of_minute(seed, n=FULL_TASKS["top-of-minute"]),
+    "firehose": lambda seed: firehose(seed),
 }
 # Quick top-of-minute: 1,000 tasks over 2 h, clusters of at most 300 (so that 800 clustered tasks
 # make several clusters, not one).
 QUICK_TOP_OF_MINUTE = {"hours": 2, "max_cluster": 300}
+# Quick firehose: 3,000 inserts a second for 1 s (3,000 tasks): three times the partition's write limit.
+QUICK_FIREHOSE = {"rate": 3_000, "seconds": 1}
 QUICK = {
     "steady": lambda seed: steady(seed, n=400, days=0.5),
     "late": lambda seed: late(seed, n=300, hours=0.25),
@@ -149,9 +169,14 @@ QUICK = {
     "idle": lambda seed: idle(seed, days=7),
     "faults": lambda seed: faults(seed, n=300, days=0.5),
     "top-of-minute": lambda seed: top_of_minute(seed, n=1_000, **QUICK_TOP_OF_MINUTE),
+    "firehose": lambda seed: firehose(seed, **QUICK_FIREHOSE),
 }
 NAMES = list(FULL)
-SIZED = {"steady": steady, "late": late, "burst": burst, "faults": faults, "top-of-minute": top_of_minute}
+# What `punctual bench` runs without --scenario: firehose is a stress test of one partition's
+# limits, run on request (`--scenario firehose --backend fake`).
+DEFAULT_NAMES = [name for name in NAMES if name != "firehose"]
+SIZED: dict[str, Callable[..., Scenario]] = {"steady": steady, "late": late, "burst": burst, "faults": faults, "top-of-minute": top_of_minute,
+         "firehose": firehose}
 
 
 def build(name: str, seed: int, quick: bool = False, n: int | None = None) -> Scenario:
@@ -161,5 +186,7 @@ def build(name: str, seed: int, quick: bool = False, n: int | None = None) -> Sc
             kw["days"] = 0.5
         if quick and name == "top-of-minute":
             kw.update(QUICK_TOP_OF_MINUTE)
+        if quick and name == "firehose":
+            kw["rate"] = QUICK_FIREHOSE["rate"]
         return SIZED[name](seed, **kw)
     return (QUICK if quick else FULL)[name](seed)
