@@ -51,6 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="CI-sized scenarios (seconds, not minutes)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--tasks", type=int, default=None, help="override the scenario's number of tasks")
+    p.add_argument("--rate", type=int, default=None,
+                   help="firehose only: inserts a second (default 10,000; for 60 s unless --tasks says how many)")
     p.add_argument("--strategy", action="append", choices=STRATEGIES + tuple(EXPERIMENTS),
                    help="default: the three strategies; punctual-wake0 is Punctual with wake_early_ms=0, "
                         "punctual-per-row with group_span_ms=0")
@@ -94,8 +96,8 @@ def settings_overrides(pairs: list[str]) -> dict[str, int]:
 
 def run_scenario(name: str, seed: int, quick: bool, models: Models, strategies=STRATEGIES,
                  tasks: int | None = None, backend: str = "moto",
-                 settings: dict[str, int] | None = None) -> list[RunResult]:
-    sc = build(name, seed, quick=quick, n=tasks)
+                 settings: dict[str, int] | None = None, rate: int | None = None) -> list[RunResult]:
+    sc = build(name, seed, quick=quick, n=tasks, rate=rate)
     m = replace(models, **FAULT_RATES) if sc.faults else models
     out: list[RunResult] = []
     for strategy in strategies:
@@ -133,6 +135,7 @@ def _command(args: argparse.Namespace) -> str:
     return ("punctual bench" + (" --quick" if args.quick else "") + f" --seed {args.seed}"
             + "".join(f" --scenario {n}" for n in (args.scenario or []))
             + (f" --tasks {args.tasks}" if args.tasks else "")
+            + (f" --rate {args.rate}" if getattr(args, "rate", None) else "")
             + "".join(f" --strategy {st}" for st in (args.strategy or []))
             + (f" --backend {backend}" if backend != "moto" else "")
             + (f" --sqs-model {sqs_model}" if sqs_model != "early" else "")
@@ -164,7 +167,8 @@ def _run_all(args: argparse.Namespace, model_list: list[Models]) -> tuple[list[R
             started = time.perf_counter()
             rs = run_scenario(name, args.seed, args.quick, models, strategies, args.tasks,
                               backend=getattr(args, "backend", "moto"),
-                              settings=settings_overrides(getattr(args, "setting", [])))
+                              settings=settings_overrides(getattr(args, "setting", [])),
+                              rate=getattr(args, "rate", None))
             label = sqs_model_label(models)
             results += rs if models is model_list[0] else [replace(r, strategy=f"{r.strategy} ({label})") for r in rs]
             summaries += [replace(summarize(r), sqs_model=label) for r in rs]

@@ -179,7 +179,14 @@ SIZED: dict[str, Callable[..., Scenario]] = {"steady": steady, "late": late, "bu
          "firehose": firehose}
 
 
-def build(name: str, seed: int, quick: bool = False, n: int | None = None) -> Scenario:
+def build(name: str, seed: int, quick: bool = False, n: int | None = None, rate: int | None = None) -> Scenario:
+    """``rate``: firehose's inserts a second (with ``n``: for n / rate seconds, else for 60 s, or the
+    quick run's seconds)."""
+    if rate is not None:
+        if name != "firehose":
+            raise SystemExit(f"--rate applies to the firehose scenario, not {name}")
+        seconds = QUICK_FIREHOSE["seconds"] if quick else 60
+        return firehose(seed, rate=rate, seconds=seconds, n=n)
     if n is not None and name in SIZED:
         kw: dict[str, Any] = {"n": n}
         if quick and name in ("steady", "faults"):
