@@ -27,7 +27,7 @@ def recorded(monkeypatch):
     ``sqs_early_max_ms`` before its due time (so the model in use shows in the figures)."""
     seen: list[Models] = []
 
-    def fake_run_scenario(name, seed, quick, models, strategies, tasks=None, backend="moto", settings=None):
+    def fake_run_scenario(name, seed, quick, models, strategies, tasks=None, backend="moto", settings=None, rate=None):
         seen.append(models)
         due = 60_000
         return [RunResult(s, name, 1, 120_000, {0: [due - models.sqs_early_max_ms]}, [due], [0]) for s in strategies]
