@@ -689,10 +689,6 @@ class PunctualSim:
 
         os.environ.setdefault("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
         wall = _time.perf_counter()
-        # The handlers' backoff (punctual.core.retry) draws from the global random: seeded here,
-        # so a run with retries (faults, firehose) is reproducible; restored afterwards.
-        random_state = random.getstate()
-        random.seed(self.seed * 6007 + 29)
         sink = _LogSink()
         fake = self.backend == "fake"
         with freeze_time(datetime.fromtimestamp(EPOCH_MS / 1000, tz=UTC)) as frozen, \
@@ -710,7 +706,6 @@ class PunctualSim:
                 self.engine.at(EPOCH_MS + 3_600_000, self._housekeeping)
                 self.engine.run(EPOCH_MS + self.sc.horizon_ms)
             finally:
-                random.setstate(random_state)
                 obs.set_stream(None)
                 for obj, name, old in reversed(patches):
                     setattr(obj, name, old)

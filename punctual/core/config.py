@@ -33,9 +33,8 @@ class Settings:
     window_seconds: int = 900
     # The editor sends a row itself when it is due within this many seconds of being written
     # (at most window_seconds: fast_path_ms), or sooner than any poll could still be armed for
-    # it; other rows wait
-    # for a poll, which sends everything due together in shared messages (docs/architecture.md,
-    # "Groups").
+    # it; other rows wait for a poll, which sends everything due together in shared messages
+    # (docs/architecture.md, "Groups").
     fast_path_seconds: int = 900
     # The rule is armed this long before the next unsent task is due; it must
     # cover EventBridge firing anywhere in the minute plus the target's start delay.

@@ -5,8 +5,9 @@ Payloads are data: they are never logged unless ``log_payloads`` is on.
 Every line written during a Lambda invocation carries its ``request_id`` and ``cold_start``
 (bound by :func:`start_invocation`, which each handler calls first). Lambda runs one invocation
 at a time per execution environment; the binding is a context variable, so the poller's send
-workers (threads) log with it too and the local stack's concurrent functions keep theirs apart. Why our own lines rather than Lambda's JSON log
-format or Powertools Logger: docs/construct.md, "Logs and metrics".
+workers (threads) log with it too and the local stack's concurrent functions keep theirs apart.
+Why our own lines rather than Lambda's JSON log format or Powertools Logger: docs/construct.md,
+"Logs and metrics".
 """
 
 from __future__ import annotations

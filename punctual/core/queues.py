@@ -5,16 +5,15 @@ Takes a client; never imports boto3.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import observability as obs
 from .clock import Clock
-from .errors import error_code, is_retryable
+from .errors import error_code
 from .parallel import pmap
-from .retry import ATTEMPTS, call_with_retry, retry_wait_ms
+from .retry import ATTEMPTS, call_with_retry, retry_unprocessed
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -80,11 +79,16 @@ def batches(messages: Sequence[Outgoing], max_bytes: int = MAX_BATCH_BYTES) -> l
 
 
 def _send_batch(sqs, queue_url, batch, clock, attempts, delay_for) -> list[Failed]:
-    """One SendMessageBatch call and its retries under the one policy (retry.py): a retryable
-    error or retryable failed entries use an attempt; entries failed by our own fault do not retry."""
-    pending: list[Outgoing] = batch
+    """One SendMessageBatch call and its retries under the one policy (retry.retry_unprocessed): a
+    retryable error or retryable failed entries use an attempt; entries failed by our own fault
+    (SenderFault) are not retried."""
     permanent: list[Failed] = []
-    for attempt in itertools.count(1):
+    last_failure: dict[int, Failed] = {}  # by id() of the message: its latest retryable failure
+    sent: list[Outgoing] = batch  # what the latest call carried
+
+    def send(pending: list[Outgoing]) -> list[Outgoing]:
+        nonlocal sent
+        sent = pending
         entries = [
             {
                 "Id": str(i),
@@ -93,31 +97,24 @@ def _send_batch(sqs, queue_url, batch, clock, attempts, delay_for) -> list[Faile
             }
             for i, msg in enumerate(pending)
         ]
-        try:
-            resp = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
-        except Exception as exc:
-            wait = retry_wait_ms(attempt, clock, attempts) if is_retryable(exc) else None
-            if wait is None:
-                code = str(error_code(exc) or type(exc).__name__)
-                return permanent + [Failed(m.ref, code, str(exc)[:300]) for m in pending]
-            clock.sleep_ms(wait)
-            continue
-        retry: list[tuple[Outgoing, Failed]] = []
+        resp = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+        retry: list[Outgoing] = []
         for f in resp.get("Failed") or []:
             msg = pending[int(f["Id"])]
             fail = Failed(msg.ref, str(f.get("Code", "Unknown")), str(f.get("Message", "")))
             if f.get("SenderFault"):
                 permanent.append(fail)  # our request is wrong: retrying cannot help
             else:
-                retry.append((msg, fail))
-        if not retry:
-            return permanent
-        wait = retry_wait_ms(attempt, clock, attempts)
-        if wait is None:
-            return permanent + [fail for _, fail in retry]
-        pending = [msg for msg, _ in retry]
-        clock.sleep_ms(wait)
-    raise AssertionError("unreachable")
+                retry.append(msg)
+                last_failure[id(msg)] = fail
+        return retry
+
+    try:
+        left = retry_unprocessed(send, batch, clock, attempts)
+    except Exception as exc:
+        code = str(error_code(exc) or type(exc).__name__)
+        return permanent + [Failed(m.ref, code, str(exc)[:300]) for m in sent]
+    return permanent + [last_failure[id(m)] for m in left]
 
 
 def visible_messages(sqs: SQSClient, queue_url: str, clock: Clock) -> int | None:

@@ -1,5 +1,5 @@
-"""Invariants 7 and 8 (docs/architecture.md), measured where DESIGN.md states them: 50,000 tasks due in
-one second, the real handlers on the in-memory AWS in virtual time, the default (early) SQS model.
+"""Invariants 7 and 8 (docs/architecture.md), measured at the size invariant 8 states: 50,000 tasks due
+in one second, the real handlers on the in-memory AWS in virtual time, the default (early) SQS model.
 
 One run (~1 min of CPU) serves every test of this module."""
 
