@@ -21,9 +21,9 @@ from punctual.core.config import Settings
 from punctual.core.ddbjson import UnsupportedValue, from_plain
 from punctual.core.errors import error_code, is_conditional_failure, is_retryable
 from punctual.core.keys import MAX_DUE_MS, InvalidKey, decode_sk, encode_sk, validate_id
-from punctual.core.models import ATTR_ENQUEUED_MS, RowRejected, Task, task_from_item
+from punctual.core.models import ATTR_ENQUEUED_MS, RowRejected, Task, item_key, task_from_item
 from punctual.core.retry import call_with_retry, retry_unprocessed, retry_wait_ms
-from punctual.core.store import get_row, query_from
+from punctual.core.store import across_partitions, get_row, item_sk, query_from, row_key
 
 from .errors import AlreadyDelivered, AlreadyExists, InvalidSchedule, NotFound, PartialWrite, PunctualError
 
@@ -124,11 +124,12 @@ class PunctualClient:
         table_name: str,
         partition_key_value: str = "scheduler",
         *,
+        shards: int = 1,
         ddb: Any = None,
         clock: Clock | None = None,
     ):
         try:
-            self.settings = Settings(table_name=table_name, partition_key_value=partition_key_value)
+            self.settings = Settings(table_name=table_name, partition_key_value=partition_key_value, shards=shards)
         except ValueError as exc:
             raise InvalidSchedule(str(exc), "bad_partition") from exc
         self._ddb = ddb
@@ -141,6 +142,10 @@ class PunctualClient:
     @property
     def partition_key_value(self) -> str:
         return self.settings.partition_key_value
+
+    @property
+    def shards(self) -> int:
+        return self.settings.shards
 
     @property
     def ddb(self) -> Any:
@@ -166,9 +171,9 @@ class PunctualClient:
             av = from_plain(dict(payload))
         except (UnsupportedValue, RecursionError) as exc:
             raise InvalidSchedule(f"payload is not storable as JSON: {exc}", "payload_unsupported") from exc
-        item = {"pk": {"S": self.partition_key_value}, "sk": {"S": sk}, "payload": av}
+        item = {"pk": {"S": self.settings.partition_for(task_id)}, "sk": {"S": sk}, "payload": av}
         try:  # the very check the stream handler runs: client rows are never rejected later
-            task = task_from_item(item, self.partition_key_value)
+            task = task_from_item(item, self.settings.partitions)
         except RowRejected as exc:
             raise InvalidSchedule(exc.reason, exc.code) from exc
         return item, task
@@ -194,7 +199,7 @@ class PunctualClient:
                 raise
             # Same key: fine if it is the very same task (our own earlier attempt, whose
             # response was lost, or a caller retrying with the same id); an error otherwise.
-            existing = get_row(self.ddb, self.settings, self.clock, self.partition_key_value, task.sk)
+            existing = get_row(self.ddb, self.settings, self.clock, task.pk, task.sk)
             if existing is None or self._task(existing, task.sk).payload != task.payload:
                 raise AlreadyExists(task.sk) from exc
         return ScheduledTask.of(task)
@@ -251,21 +256,23 @@ class PunctualClient:
         consumer drops it). Returns what was cancelled; raises :class:`NotFound` or
         :class:`AlreadyDelivered` when there is no such pending row."""
         sk = task_key(key)
-        try:
-            resp = call_with_retry(
-                lambda: self.ddb.delete_item(
-                    TableName=self.table_name,
-                    Key=self._key(sk),
-                    ConditionExpression="attribute_exists(sk)",
-                    ReturnValues="ALL_OLD",
-                ),
-                self.clock,
-            )
-        except Exception as exc:
-            if is_conditional_failure(exc):
-                raise self._missing(sk) from exc
-            raise
-        return self._task(resp.get("Attributes") or {}, sk)
+        for pk in self._places(sk):
+            try:
+                resp = call_with_retry(
+                    lambda pk=pk: self.ddb.delete_item(  # type: ignore[misc]
+                        TableName=self.table_name,
+                        Key=row_key(pk, sk),
+                        ConditionExpression="attribute_exists(sk)",
+                        ReturnValues="ALL_OLD",
+                    ),
+                    self.clock,
+                )
+            except Exception as exc:
+                if is_conditional_failure(exc):
+                    continue
+                raise
+            return self._task(resp.get("Attributes") or {}, sk)
+        raise self._missing(sk)
 
     def reschedule(self, key: Any, at: When) -> ScheduledTask:
         """Move a pending task to ``at`` atomically (TransactWriteItems: delete the old
@@ -273,7 +280,7 @@ class PunctualClient:
         even if it was already pushed to the delay queue."""
         sk = task_key(key)
         for attempt in itertools.count(1):
-            current = get_row(self.ddb, self.settings, self.clock, self.partition_key_value, sk)
+            current = self._read(sk)
             if current is None:
                 raise self._missing(sk)
             old = self._task(current, sk)
@@ -284,7 +291,7 @@ class PunctualClient:
             try:
                 self.ddb.transact_write_items(
                     TransactItems=[
-                        {"Delete": {"TableName": self.table_name, "Key": self._key(sk),
+                        {"Delete": {"TableName": self.table_name, "Key": item_key(current),
                                     "ConditionExpression": "attribute_exists(sk)"}},
                         {"Put": {"TableName": self.table_name, "Item": item,
                                  "ConditionExpression": "attribute_not_exists(sk)"}},
@@ -311,7 +318,7 @@ class PunctualClient:
         """The pending task with this key (consistent read), or :class:`NotFound` /
         :class:`AlreadyDelivered`."""
         sk = task_key(key)
-        item = get_row(self.ddb, self.settings, self.clock, self.partition_key_value, sk)
+        item = self._read(sk)
         if item is None:
             raise self._missing(sk)
         return self._task(item, sk)
@@ -319,21 +326,28 @@ class PunctualClient:
     def find(self, task_id: str) -> list[ScheduledTask]:
         """The pending tasks with this id, earliest first (an id is unique per due time only).
 
-        Reads the whole partition (a query filtered on the server, so only matches come back):
+        Reads the id's whole partition (a query filtered on the server, so only matches come back):
         use the key when you have it. Rows that are not valid tasks are skipped, as in :meth:`list`.
         """
         suffix = "#" + task_id
-        pages = self._pages(FilterExpression="contains(sk, :id)", ExpressionAttributeValues={":id": {"S": suffix}},
-                            ConsistentRead=True)
-        items = [item for page in pages for item in page.get("Items", []) if item["sk"]["S"].endswith(suffix)]
+        items = [
+            item
+            for pk in self._places(suffix)
+            for page in self._pages(pk, FilterExpression="contains(sk, :id)",
+                                    ExpressionAttributeValues={":id": {"S": suffix}}, ConsistentRead=True)
+            for item in page.get("Items", [])
+            if item["sk"]["S"].endswith(suffix)
+        ]
+        items.sort(key=item_sk)
         return [task for task in map(self._valid, items) if task is not None]
 
     def count(self, in_flight: bool = False) -> int:
-        """How many rows the partition holds (counted by DynamoDB, nothing is read back; rows
+        """How many rows the partitions hold (counted by DynamoDB, nothing is read back; rows
         awaiting rejection included), or with ``in_flight`` only those already pushed to the
         delay queue. Eventually consistent, like a dashboard figure."""
         filters = {"FilterExpression": "attribute_exists(#e)", "ExpressionAttributeNames": {"#e": ATTR_ENQUEUED_MS}}
-        return sum(page.get("Count", 0) for page in self._pages(Select="COUNT", **(filters if in_flight else {})))
+        return sum(page.get("Count", 0) for pk in self.settings.partitions
+                   for page in self._pages(pk, Select="COUNT", **(filters if in_flight else {})))
 
     def list(
         self, start: When | None = None, end: When | None = None, limit: int | None = None, page_size: int = 100
@@ -351,7 +365,10 @@ class PunctualClient:
 
     def _iter(self, lower: str, upper: str | None, limit: int | None, page_size: int) -> Iterator[ScheduledTask]:
         count = 0
-        for item in query_from(self.ddb, self.settings, self.clock, lower, upper, page_size=page_size):
+        rows = across_partitions(
+            lambda pk: query_from(self.ddb, self.settings, self.clock, lower, upper, page_size=page_size, pk=pk),
+            self.settings.partitions)
+        for item in rows:
             task = self._valid(item)
             if task is None:
                 continue
@@ -361,9 +378,23 @@ class PunctualClient:
                 return
 
     # -- helpers ------------------------------------------------------------
-    def _pages(self, **kw: Any) -> Iterator[dict[str, Any]]:
-        """Every page of a query on the partition; ``kw`` adds to the request (its values merge)."""
-        values = {":p": {"S": self.partition_key_value}, **kw.pop("ExpressionAttributeValues", {})}
+    def _places(self, sk: str) -> tuple[str, ...]:
+        """Where a task with this sk (or ``#<id>``) may be: its id's partition, then (sharded) the
+        bare partition, which holds rows written before the table was sharded (core/shards.py)."""
+        mine = self.settings.partition_for_key(sk)
+        bare = self.partition_key_value
+        return (mine,) if mine == bare else (mine, bare)
+
+    def _read(self, sk: str) -> dict[str, Any] | None:
+        for pk in self._places(sk):
+            item = get_row(self.ddb, self.settings, self.clock, pk, sk)
+            if item is not None:
+                return item
+        return None
+
+    def _pages(self, pk: str, **kw: Any) -> Iterator[dict[str, Any]]:
+        """Every page of a query on partition ``pk``; ``kw`` adds to the request (its values merge)."""
+        values = {":p": {"S": pk}, **kw.pop("ExpressionAttributeValues", {})}
         request = {"TableName": self.table_name, "KeyConditionExpression": "pk = :p",
                    "ExpressionAttributeValues": values, **kw}
         while True:
@@ -375,12 +406,9 @@ class PunctualClient:
 
     def _valid(self, item: dict[str, Any]) -> ScheduledTask | None:
         try:
-            return ScheduledTask.of(task_from_item(item, self.partition_key_value))
+            return ScheduledTask.of(task_from_item(item, self.settings.partitions))
         except RowRejected:
             return None
-
-    def _key(self, sk: str) -> dict[str, Any]:
-        return {"pk": {"S": self.partition_key_value}, "sk": {"S": sk}}
 
     def _missing(self, sk: str) -> NotFound:
         if decode_sk(sk).due_ms <= self.clock.now_ms():
@@ -389,6 +417,6 @@ class PunctualClient:
 
     def _task(self, item: dict[str, Any], sk: str) -> ScheduledTask:
         try:
-            return ScheduledTask.of(task_from_item(item, self.partition_key_value))
+            return ScheduledTask.of(task_from_item(item, self.settings.partitions))
         except RowRejected as exc:
             raise PunctualError(f"row {sk!r} is not a valid task ({exc.code}: {exc.reason})") from exc

@@ -56,28 +56,32 @@ class Stack:
     # -- rows -------------------------------------------------------------
     def put_raw(self, sk: str, payload: dict[str, Any] | None = None, **extra: Any) -> None:
         """Insert a row exactly as cdk-scheduler users do: pk/sk/payload in DynamoDB JSON."""
-        item: dict[str, Any] = {"pk": {"S": self.settings.partition_key_value}, "sk": {"S": sk}}
+        item: dict[str, Any] = {"pk": {"S": self.settings.partition_for_key(sk)}, "sk": {"S": sk}}
         if payload is not None:
             item["payload"] = {"M": {k: {"S": str(v)} for k, v in payload.items()}}
         item.update(extra)
         self.ddb.put_item(TableName=self.settings.table_name, Item=item)
 
     def rows(self) -> list[dict[str, Any]]:
-        out, start = [], None
-        while True:
-            kw: dict[str, Any] = {
-                "TableName": self.settings.table_name,
-                "KeyConditionExpression": "pk = :p",
-                "ExpressionAttributeValues": {":p": {"S": self.settings.partition_key_value}},
-                "ConsistentRead": True,
-            }
-            if start:
-                kw["ExclusiveStartKey"] = start
-            page = self.ddb.query(**kw)
-            out += page["Items"]
-            start = page.get("LastEvaluatedKey")
-            if not start:
-                return out
+        """Every row of the scheduler's partitions (Settings.partitions), by partition then sk."""
+        out: list[dict[str, Any]] = []
+        for pk in self.settings.partitions:
+            start = None
+            while True:
+                kw: dict[str, Any] = {
+                    "TableName": self.settings.table_name,
+                    "KeyConditionExpression": "pk = :p",
+                    "ExpressionAttributeValues": {":p": {"S": pk}},
+                    "ConsistentRead": True,
+                }
+                if start:
+                    kw["ExclusiveStartKey"] = start
+                page = self.ddb.query(**kw)
+                out += page["Items"]
+                start = page.get("LastEvaluatedKey")
+                if not start:
+                    break
+        return out
 
     # -- queues -----------------------------------------------------------
     def drain(self, url: str, max_messages: int = 100_000) -> list[dict[str, Any]]:

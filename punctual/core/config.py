@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
+from .shards import MAX_SHARDS, partition_for, partitions, task_id_of
+
 MAX_DELAY_SECONDS = 900  # SQS DelaySeconds ceiling
 MAX_GROUP_SPAN_MS = 10_000  # with max_wait and a group's extra wake, within the consumer's 30 s
 META_PK = "__punctual__"  # partition of internal bookkeeping rows (never a task)
@@ -25,6 +27,9 @@ EVENT_FORMATS = ("punctual", "cdk-scheduler")
 class Settings:
     table_name: str = "punctual"
     partition_key_value: str = "scheduler"
+    # Tasks are spread over this many partitions (core/shards.py); 1 = all under
+    # partition_key_value, cdk-scheduler's row format. Raise it, never lower it.
+    shards: int = 1
     delay_queue_url: str = ""
     delivery_queue_url: str = ""
     rejected_queue_url: str = ""
@@ -99,6 +104,21 @@ class Settings:
                              f"got {self.event_format!r}")
         if self.partition_key_value == META_PK:
             raise ValueError(f"partition_key_value {META_PK!r} is reserved")
+        if not 1 <= self.shards <= MAX_SHARDS:
+            raise ValueError(f"shards must be 1..{MAX_SHARDS}, got {self.shards}")
+
+    @property
+    def partitions(self) -> tuple[str, ...]:
+        """Every partition key value that holds tasks (core/shards.py)."""
+        return partitions(self.partition_key_value, self.shards)
+
+    def partition_for(self, task_id: str) -> str:
+        """The partition key value a task with ``task_id`` is written under."""
+        return partition_for(self.partition_key_value, self.shards, task_id)
+
+    def partition_for_key(self, sk: str) -> str:
+        """The partition key value of the task with sort key ``sk`` (``"<epoch-ms>#<id>"``)."""
+        return self.partition_for(task_id_of(sk))
 
     @property
     def window_ms(self) -> int:
@@ -125,6 +145,7 @@ class Settings:
 ENV: dict[str, str] = {
     "table_name": "PUNCTUAL_TABLE_NAME",
     "partition_key_value": "PUNCTUAL_PARTITION_KEY_VALUE",
+    "shards": "PUNCTUAL_SHARDS",
     "delay_queue_url": "PUNCTUAL_DELAY_QUEUE_URL",
     "delivery_queue_url": "PUNCTUAL_DELIVERY_QUEUE_URL",
     "rejected_queue_url": "PUNCTUAL_REJECTED_QUEUE_URL",

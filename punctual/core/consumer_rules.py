@@ -8,16 +8,15 @@ A record is one message of a Lambda SQS event (``messageId``, ``receiptHandle``,
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from pydantic import ValidationError
 
-from .config import META_PK
 from .keys import InvalidKey, decode_sk
-from .models import DelayGroup, DelayMessage
+from .models import DelayGroup, DelayMessage, describe_partitions, in_partitions
 from .planning import group_extra_wake_ms
 
 # SQS ChangeMessageVisibility accepts 0..43200 s (12 h).
@@ -67,13 +66,13 @@ def _validation_reason(what: str, exc: ValidationError) -> str:
     return f"body is not a {what}: {exc.error_count()} error(s), first: {first['loc']} {first['msg']}"[:300]
 
 
-def _check_partition(pk: str, partition: str) -> None:
-    if pk == META_PK or pk != partition:
-        # Never read, deliver or delete rows outside the scheduler partition.
-        raise PoisonMessage(f"pk {pk[:64]!r} is not the scheduler partition {partition!r}")
+def _check_partition(pk: str, partition: str | Collection[str]) -> None:
+    if not in_partitions(pk, partition):
+        # Never read, deliver or delete rows outside the scheduler's partitions.
+        raise PoisonMessage(f"pk {pk[:64]!r} is not {describe_partitions(partition)}")
 
 
-def _messages(body: str, data: dict[str, Any], partition: str) -> tuple[list[DelayMessage], str | None]:
+def _messages(body: str, data: dict[str, Any], partition: str | Collection[str]) -> tuple[list[DelayMessage], str | None]:
     """The row pointers of a body (a DelayMessage or a DelayGroup) and why some were unusable."""
     if "rows" not in data:
         try:
@@ -108,9 +107,9 @@ def _messages(body: str, data: dict[str, Any], partition: str) -> tuple[list[Del
     return out, reason
 
 
-def parse_record(record: Mapping[str, Any], position: int, partition: str) -> ParsedRecord:
+def parse_record(record: Mapping[str, Any], position: int, partition: str | Collection[str]) -> ParsedRecord:
     """Parse one SQS event record into its row pointers, or raise :class:`PoisonMessage` with the
-    reason when none is usable."""
+    reason when none is usable. ``partition``: the scheduler's partition, or all of them."""
     if not isinstance(record, Mapping):
         raise PoisonMessage("record is not a map")
     mid, handle, body = record.get("messageId"), record.get("receiptHandle"), record.get("body")

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .clock import iso_ms
-from .config import EVENT_FORMATS
+from .config import EVENT_FORMATS, META_PK
 from .ddbjson import UnsupportedValue, from_plain, item_to_plain, to_plain
 from .keys import InvalidKey, decode_sk
 
@@ -90,8 +91,24 @@ def _plain_int(item: dict[str, Any], name: str) -> int | None:
     return None
 
 
-def task_from_item(item: dict[str, Any], partition: str, event_format: str = "punctual") -> Task:
+def in_partitions(pk: str, partition: str | Collection[str]) -> bool:
+    """Whether ``pk`` is the scheduler's partition (a str) or one of them; never the meta one."""
+    return pk != META_PK and (pk == partition if isinstance(partition, str) else pk in partition)
+
+
+def describe_partitions(partition: str | Collection[str]) -> str:
+    if isinstance(partition, str):
+        return f"the scheduler partition {partition!r}"
+    names = sorted(partition)
+    if len(names) == 1:
+        return f"the scheduler partition {names[0]!r}"
+    return f"one of the scheduler's {len(names)} partitions ({names[0]!r}, {names[1]!r}, ...)"
+
+
+def task_from_item(item: dict[str, Any], partition: str | Collection[str], event_format: str = "punctual") -> Task:
     """Validate one row (attribute-value form) as a task, or raise :class:`RowRejected`.
+
+    ``partition``: the scheduler's partition key value, or all of them (``Settings.partitions``).
 
     The size limit applies to the payload as ``event_format`` (a Settings.event_format) delivers it.
     """
@@ -117,14 +134,14 @@ def sized_for(task: Task, event_format: str) -> Task:
     return task
 
 
-def _task_from_item(item: dict[str, Any], partition: str) -> Task:
+def _task_from_item(item: dict[str, Any], partition: str | Collection[str]) -> Task:
     if not isinstance(item, dict):
         raise RowRejected("malformed", "row is not a map")
     pk = _plain_str(item, "pk")
     if pk is None:
         raise RowRejected("wrong_pk", "pk is missing or not a string")
-    if pk != partition:
-        raise RowRejected("wrong_pk", f"pk {pk[:64]!r} is not the scheduler partition {partition!r}")
+    if not in_partitions(pk, partition):
+        raise RowRejected("wrong_pk", f"pk {pk[:64]!r} is not {describe_partitions(partition)}")
     if "sk" not in item:
         raise RowRejected("malformed", "sk is missing")
     sk = _plain_str(item, "sk")

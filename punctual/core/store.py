@@ -6,7 +6,8 @@ Takes a client; never imports boto3. Every call retries throttling with the one 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 
-def _key(pk: str, sk: str) -> dict[str, Any]:
+def row_key(pk: str, sk: str) -> dict[str, Any]:
+    """The primary key of row (pk, sk), as attribute values."""
     return {"pk": {"S": pk}, "sk": {"S": sk}}
 
 
@@ -41,24 +43,41 @@ def _query(ddb: DynamoDBClient, clock: Clock, **kw: Any) -> Iterator[dict[str, A
             return
 
 
-def query_below(ddb: DynamoDBClient, s: Settings, clock: Clock, upper_key: str) -> Iterator[dict[str, Any]]:
-    """Every row of the partition with ``sk < upper_key``, oldest first, strongly consistent."""
+def item_sk(item: dict[str, Any]) -> str:
+    """The sort key of a row read by a query (a key attribute: always a string)."""
+    return str(item["sk"]["S"])
+
+
+def across_partitions(read: Callable[[str], Iterable[dict[str, Any]]], pks: Sequence[str],
+                      workers: int = 0) -> Iterator[dict[str, Any]]:
+    """The rows ``read(pk)`` gives for every partition of ``pks`` (``Settings.partitions``), merged
+    oldest first (by sk, as each partition is sorted). With ``workers``, each partition is read
+    whole, that many at a time; without, lazily (a page of each first, more as the merge needs)."""
+    if len(pks) == 1:
+        return iter(read(pks[0]))
+    parts = pmap(lambda pk: list(read(pk)), pks, workers) if workers else [read(pk) for pk in pks]
+    return heapq.merge(*parts, key=item_sk)
+
+
+def query_below(ddb: DynamoDBClient, s: Settings, clock: Clock, upper_key: str, *, pk: str) -> Iterator[dict[str, Any]]:
+    """Every row of partition ``pk`` with ``sk < upper_key``, oldest first, strongly consistent."""
     return _query(
         ddb,
         clock,
         TableName=s.table_name,
         KeyConditionExpression="pk = :p AND sk < :u",
-        ExpressionAttributeValues={":p": {"S": s.partition_key_value}, ":u": {"S": upper_key}},
+        ExpressionAttributeValues={":p": {"S": pk}, ":u": {"S": upper_key}},
         ConsistentRead=True,
     )
 
 
 def query_from(
-    ddb: DynamoDBClient, s: Settings, clock: Clock, lower_key: str, upper_key: str | None = None, page_size: int = 50
+    ddb: DynamoDBClient, s: Settings, clock: Clock, lower_key: str, upper_key: str | None = None, page_size: int = 50,
+    *, pk: str,
 ) -> Iterator[dict[str, Any]]:
-    """Rows with ``lower_key <= sk`` (and ``sk <= upper_key``), oldest first, in pages of
-    ``page_size`` rows (0: DynamoDB's 1 MB pages)."""
-    values = {":p": {"S": s.partition_key_value}, ":l": {"S": lower_key}}
+    """Rows of partition ``pk`` with ``lower_key <= sk`` (and ``sk <= upper_key``), oldest first, in
+    pages of ``page_size`` rows (0: DynamoDB's 1 MB pages)."""
+    values = {":p": {"S": pk}, ":l": {"S": lower_key}}
     cond = "pk = :p AND sk >= :l"
     if upper_key is not None:
         cond = "pk = :p AND sk BETWEEN :l AND :u"
@@ -111,7 +130,7 @@ def claim(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now_ms: in
         ddb,
         clock,
         TableName=s.table_name,
-        Key=_key(task.pk, task.sk),
+        Key=row_key(task.pk, task.sk),
         UpdateExpression=update,
         ConditionExpression=cond,
         ExpressionAttributeNames=names,
@@ -126,7 +145,7 @@ def release(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, claimed_
         ddb,
         clock,
         TableName=s.table_name,
-        Key=_key(task.pk, task.sk),
+        Key=row_key(task.pk, task.sk),
         UpdateExpression="REMOVE #e",
         ConditionExpression="#e = :mine",
         ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS},
@@ -137,21 +156,22 @@ def release(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, claimed_
 
 def get_row(ddb: DynamoDBClient, s: Settings, clock: Clock, pk: str, sk: str) -> dict[str, Any] | None:
     resp = call_with_retry(
-        lambda: ddb.get_item(TableName=s.table_name, Key=_key(pk, sk), ConsistentRead=True), clock
+        lambda: ddb.get_item(TableName=s.table_name, Key=row_key(pk, sk), ConsistentRead=True), clock
     )
     return resp.get("Item")
 
 
-def rows_between(ddb: DynamoDBClient, s: Settings, clock: Clock, lower_sk: str, upper_sk: str) -> dict[str, dict[str, Any]]:
-    """Every row with ``lower_sk <= sk <= upper_sk``, strongly consistent, by sk.
+def rows_between(ddb: DynamoDBClient, s: Settings, clock: Clock, lower_sk: str, upper_sk: str,
+                 *, pk: str) -> dict[str, dict[str, Any]]:
+    """Every row of partition ``pk`` with ``lower_sk <= sk <= upper_sk``, strongly consistent, by sk.
 
     One Query (paginated) for rows due together: it costs the bytes read / 4 KB, where
     reading each row by key costs 1 read unit per row (docs/architecture.md, "Groups")."""
-    return {item["sk"]["S"]: item for item in query_from(ddb, s, clock, lower_sk, upper_sk, page_size=0)}
+    return {item["sk"]["S"]: item for item in query_from(ddb, s, clock, lower_sk, upper_sk, page_size=0, pk=pk)}
 
 
 def delete_row(ddb: DynamoDBClient, s: Settings, clock: Clock, pk: str, sk: str) -> None:
-    call_with_retry(lambda: ddb.delete_item(TableName=s.table_name, Key=_key(pk, sk)), clock)
+    call_with_retry(lambda: ddb.delete_item(TableName=s.table_name, Key=row_key(pk, sk)), clock)
 
 
 DELETE_BATCH = 25  # BatchWriteItem's limit
@@ -162,7 +182,7 @@ def _delete_chunk(ddb: DynamoDBClient, s: Settings, clock: Clock, keys: list[tup
         resp = ddb.batch_write_item(RequestItems={s.table_name: pending})
         return list(resp.get("UnprocessedItems", {}).get(s.table_name, []))
 
-    requests: list[Any] = [{"DeleteRequest": {"Key": _key(pk, sk)}} for pk, sk in keys]
+    requests: list[Any] = [{"DeleteRequest": {"Key": row_key(pk, sk)}} for pk, sk in keys]
     try:
         left = retry_unprocessed(write, requests, clock)
     except Exception as exc:

@@ -85,7 +85,7 @@ def classify_record(record: Any, s: Settings, now_ms: int) -> Classified:
             # A claim released after a failed send: whoever released it retries it.
             return Classified(RecordAction.IGNORE, seq, item, note="claim released")
     try:
-        task = task_from_item(item, s.partition_key_value, s.event_format)
+        task = task_from_item(item, s.partitions, s.event_format)
     except RowRejected as exc:
         return Classified(RecordAction.REJECT, seq, item, rejection=exc)
     except Exception as exc:  # a row we cannot even parse is still the row's problem

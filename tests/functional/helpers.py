@@ -59,10 +59,9 @@ def rule_state(stack: Stack) -> tuple[str, int | None]:
 
 def put_many(stack: Stack, items: list[tuple[str, dict[str, Any]]]) -> None:
     """Raw BatchWriteItem in cdk-scheduler format (pk/sk/payload)."""
-    p = stack.settings.partition_key_value
     for i in range(0, len(items), 25):
         reqs = [
-            {"PutRequest": {"Item": {"pk": {"S": p}, "sk": {"S": k}, "payload": {"M": {
+            {"PutRequest": {"Item": {"pk": {"S": stack.settings.partition_for_key(k)}, "sk": {"S": k}, "payload": {"M": {
                 key: {"S": str(v)} for key, v in payload.items()}}}}}
             for k, payload in items[i : i + 25]
         ]

@@ -101,6 +101,6 @@ def test_delete_rows_returns_the_keys_left_undeleted():
 
 def test_rows_between_reads_the_inclusive_range_across_pages():
     rows = {("scheduler", k): row(k) for k in ("a", "b", "c", "d", "e", "f")}
-    found = rows_between(FakeDdb(rows), Settings(), ManualClock(), "b", "e")
+    found = rows_between(FakeDdb(rows), Settings(), ManualClock(), "b", "e", pk="scheduler")
     assert sorted(found) == ["b", "c", "d", "e"]
     assert found["c"] == row("c")

@@ -34,6 +34,7 @@ from punctual.core.consumer_rules import (
     plan_consume,
 )
 from punctual.core.models import DeliveredEvent, RowRejected, Task, delivery_body, task_from_item
+from punctual.core.parallel import pmap
 from punctual.core.planning import GROUP_MAX_EXTRA_WAKE_MS
 from punctual.core.queues import Outgoing, send_all
 from punctual.core.retry import call_with_retry, time_left_ms
@@ -109,10 +110,14 @@ def _put_back(deps: Deps, queue_url: str, rec: Pending, seconds: int, report: Co
 def _verify(deps: Deps, group: list[Pending], report: ConsumeReport) -> list[tuple[Pending, Task]]:
     """Read the rows of ``group``; return what to deliver, resolving the rest."""
     s, clock = deps.settings, deps.clock
+    def read(pk: str) -> dict[tuple[str, str], dict[str, Any]]:
+        sks = [rec.message.sk for rec in group if rec.message.pk == pk]
+        return {(pk, sk): item for sk, item in rows_between(deps.ddb, s, clock, min(sks), max(sks), pk=pk).items()}
+
     try:
-        found = rows_between(deps.ddb, s, clock, min(rec.message.sk for rec in group),
-                             max(rec.message.sk for rec in group))
-        rows = {(s.partition_key_value, sk): item for sk, item in found.items()}
+        # one Query per partition the group points into (one unless sharded), side by side
+        rows = {key: item for part in pmap(read, sorted({rec.message.pk for rec in group}), s.send_workers)
+                for key, item in part.items()}
     except Exception as exc:
         obs.log("ERROR", "row read failed", error=str(exc)[:300], sks=[rec.message.sk for rec in group])
         report.failures += [rec.message_id for rec in group]
@@ -134,7 +139,7 @@ def _verify(deps: Deps, group: list[Pending], report: ConsumeReport) -> list[tup
                     message_id=rec.message_id, sk=rec.message.sk, due_ms=rec.due_ms)
             continue
         try:
-            out.append((rec, task_from_item(item, s.partition_key_value, s.event_format)))
+            out.append((rec, task_from_item(item, s.partitions, s.event_format)))
         except RowRejected as exc:
             try:
                 reject_row(deps.ddb, deps.sqs, s, clock, item, exc, "consumer")
@@ -212,7 +217,7 @@ def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     source_arn = ""
     for position, record in enumerate(records):
         try:
-            one = parse_record(record, position, s.partition_key_value)
+            one = parse_record(record, position, s.partitions)
         except PoisonMessage as exc:
             _poison(record, position, str(exc), report)
         else:

@@ -31,7 +31,7 @@ from punctual.core.planning import (
 )
 from punctual.core.queues import visible_messages
 from punctual.core.runtime import Deps
-from punctual.core.store import query_below, query_from, reject_row
+from punctual.core.store import across_partitions, query_below, query_from, reject_row
 from punctual.core.usecases.send import claim_and_send
 
 CAS_ROUNDS = 8
@@ -70,7 +70,7 @@ def _valid_tasks(deps: Deps, items, report: PollReport, source: str):
     for item in items:
         report.read += 1
         try:
-            yield item, task_from_item(item, s.partition_key_value, s.event_format)
+            yield item, task_from_item(item, s.partitions, s.event_format)
         except RowRejected as exc:
             reject_row(deps.ddb, deps.sqs, s, deps.clock, item, exc, source)
             report.rejected += 1
@@ -81,14 +81,23 @@ def _first_unsent_after(deps: Deps, end_ms: int, report: PollReport) -> tuple[in
     rows already in flight on the way (the editor may have sent some early)."""
     s, now = deps.settings, deps.clock.now_ms()
     check = None
-    for _, task in _valid_tasks(deps, query_from(deps.ddb, s, deps.clock, after_window_key(end_ms)), report,
-                                "poller"):
+    lower = after_window_key(end_ms)
+    rows = across_partitions(lambda pk: query_from(deps.ddb, s, deps.clock, lower, pk=pk), s.partitions)
+    for _, task in _valid_tasks(deps, rows, report, "poller"):
         if row_state(task, now, s.orphan_grace_ms, s.max_attempts) is not RowState.IN_FLIGHT:
             # new, or marked but not really in flight (a mark no poll could have written): it
             # needs a poll by its due time like a new row
             return task.due_ms, check
         check = max(check or 0, visible_at(task) + s.orphan_grace_ms)
     return None, check
+
+
+def _window(deps: Deps, end_ms: int):
+    """Every row due before ``end_ms`` (past due too) in every partition, oldest first; the
+    partitions are read side by side (docs/architecture.md, "Shards")."""
+    s, upper = deps.settings, window_upper_key(end_ms)
+    return across_partitions(lambda pk: query_below(deps.ddb, s, deps.clock, upper, pk=pk), s.partitions,
+                             s.send_workers)
 
 
 def _unless_backlogged(deps: Deps, plan: WindowPlan, now_ms: int, report: PollReport) -> WindowPlan:
@@ -154,10 +163,8 @@ def poll(deps: Deps, token: str | None = None) -> PollReport:
 
     # 2-3. The window, from the oldest row (past due counts) to its end.
     rows = dict(
-        (task.sk, (item, task))
-        for item, task in _valid_tasks(
-            deps, query_below(deps.ddb, s, clock, window_upper_key(report.window_end_ms)), report, "poller"
-        )
+        ((task.pk, task.sk), (item, task))
+        for item, task in _valid_tasks(deps, _window(deps, report.window_end_ms), report, "poller")
     )
     tasks: list[Task] = [task for _, task in rows.values()]
     plan = plan_window(started, tasks, s.window_ms, s.orphan_grace_ms, s.max_attempts, s.wake_early_ms,
@@ -165,7 +172,7 @@ def poll(deps: Deps, token: str | None = None) -> PollReport:
     plan = _unless_backlogged(deps, plan, started, report)
     report.in_flight = plan.in_flight
     for task in plan.exhausted:
-        reject_row(deps.ddb, deps.sqs, s, clock, rows[task.sk][0],
+        reject_row(deps.ddb, deps.sqs, s, clock, rows[task.pk, task.sk][0],
                    RowRejected("undeliverable", f"still pending after {task.attempt} sends"), "poller")
         report.rejected += 1
     sent = claim_and_send(deps.ddb, deps.sqs, s, clock, [send.task for send in plan.sends], token=token)
@@ -206,8 +213,7 @@ def poll(deps: Deps, token: str | None = None) -> PollReport:
         state = read_arm(deps.ddb, s, clock)
         again = plan_window(
             clock.now_ms(),
-            (t for _, t in _valid_tasks(deps, query_below(deps.ddb, s, clock, window_upper_key(report.window_end_ms)),
-                                        report, "poller")),
+            (t for _, t in _valid_tasks(deps, _window(deps, report.window_end_ms), report, "poller")),
             s.window_ms, s.orphan_grace_ms, s.max_attempts,
         )
         checks = [c for c in (orphan_check, again.orphan_check_ms) if c is not None]

@@ -62,7 +62,7 @@ def _reject(deps: Deps, c: Classified, report: EditorReport) -> None:
             report.ignored += 1
             return
         try:
-            task_from_item(current, s.partition_key_value, s.event_format)
+            task_from_item(current, s.partitions, s.event_format)
         except RowRejected as now_exc:
             item, exc = current, now_exc
         else:

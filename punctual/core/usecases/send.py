@@ -51,6 +51,22 @@ def _pointer_bytes(task: Task) -> int:
     return len(json.dumps([task.sk, task.attempt + 1], ensure_ascii=False).encode("utf-8")) + 1
 
 
+def _groups(claimed: Sequence[tuple[Task, int]], span_ms: int) -> list[tuple[int, ...]]:
+    """The delay-queue messages for ``claimed`` (sorted by due), as indexes into it: rows of one
+    partition due together (planning.group_by_due), earliest first; a message points into one
+    partition (docs/architecture.md, "Shards")."""
+    by_pk: dict[str, list[int]] = {}
+    for i, (task, _) in enumerate(claimed):
+        by_pk.setdefault(task.pk, []).append(i)
+    groups = [
+        tuple(idx[j] for j in run)
+        for idx in by_pk.values()
+        for run in group_by_due([claimed[i][0].due_ms for i in idx], [_pointer_bytes(claimed[i][0]) for i in idx],
+                                span_ms)
+    ]
+    return sorted(groups, key=lambda g: claimed[g[0]][0].due_ms)
+
+
 def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
                    token: str | Mapping[str, str] | None = None) -> SendReport:
     """Claim ``tasks`` (sorted by due) and send them in groups, ``s.send_workers`` calls at a time.
@@ -69,8 +85,7 @@ def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Cloc
                 claimed.append((task, at))
     if not claimed:
         return report
-    groups = group_by_due([t.due_ms for t, _ in claimed], [_pointer_bytes(t) for t, _ in claimed],
-                          s.group_span_ms)
+    groups = _groups(claimed, s.group_span_ms)
     out = [
         Outgoing(ref=g, body=DelayGroup.body_of(
             claimed[g[0]][0].pk, [(claimed[i][0].sk, claimed[i][0].due_ms, claimed[i][0].attempt + 1) for i in g],
@@ -79,7 +94,7 @@ def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Cloc
     ]
 
     def delay_for(o: Outgoing) -> int:
-        g: range = o.ref  # type: ignore[assignment]
+        g: tuple[int, ...] = o.ref  # type: ignore[assignment]
         wake = s.wake_early_ms + group_extra_wake_ms(len(g))
         return delay_seconds(claimed[g[0]][0].due_ms, clock.now_ms(), wake)
 
