@@ -144,6 +144,12 @@ class Scheduler(Construct):
 
     :param partition_key_value: ``pk`` of every task row (cdk-scheduler's ``partitionKeyValue``).
         Default: ``"scheduler"``.
+    :param shards: spread the tasks over this many partitions (1..64), for more than one
+        partition's ~330 tasks a second (docs/planning.md, "One partition's ceiling"). With N > 1 a
+        task's ``pk`` is ``"<partition_key_value>#<crc32(id) mod N>"`` (README, "Shards"); the
+        poller reads every shard and the bare ``partition_key_value``. Raise it, never lower it
+        (rows in a removed shard would no longer be read). Default: 1 (every row under
+        ``partition_key_value``, cdk-scheduler's row format).
     :param window: one poll sends every task due within this long of its start; whole seconds,
         60 s..15 min and >= ``lead`` + 60 s. Default: 15 minutes (the SQS DelaySeconds maximum).
     :param lead: the rule is armed this long before the next unsent task is due (covers
@@ -208,6 +214,7 @@ class Scheduler(Construct):
         id: str,
         *,
         partition_key_value: str = "scheduler",
+        shards: int = 1,
         window: Duration | None = None,
         lead: Duration | None = None,
         orphan_grace: Duration | None = None,
@@ -265,6 +272,7 @@ class Scheduler(Construct):
         # raise at start-up (window <= 900, window >= lead + 60 hence >= 60, reserved pk, ...).
         base = Settings(
             partition_key_value=partition_key_value,
+            shards=shards,
             window_seconds=window_seconds,
             lead_seconds=lead_seconds,
             orphan_grace_seconds=orphan_grace_seconds,
@@ -283,6 +291,9 @@ class Scheduler(Construct):
                 "taken for lost and resent"
             )
         self.partition_key_value = partition_key_value
+        self.shards = shards
+        # every pk a task may have: the bare value and, sharded, each shard's (core/shards.py)
+        self.partitions: tuple[str, ...] = base.partitions
         self.metrics_namespace = metrics_namespace
         self.instance_name = instance_name
         self.encryption_key = encryption_key
@@ -627,14 +638,14 @@ class Scheduler(Construct):
     def grant_schedule(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let ``grantee`` write, read, list and cancel task rows (raw writes or the editor's client).
 
-        Restricted to the task partition (``dynamodb:LeadingKeys``): producers can never touch
+        Restricted to the task partitions (``dynamodb:LeadingKeys``): producers can never touch
         Punctual's meta row. Also grants use of the table's KMS key if it has one.
         """
         grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=list(SCHEDULE_ACTIONS),
             resource_arns=[self.table.table_arn],
-            conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [self.partition_key_value]}},
+            conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": list(self.partitions)}},
         )
         if self.table.encryption_key is not None:
             self.table.encryption_key.grant_encrypt_decrypt(grantee)
