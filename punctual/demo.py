@@ -129,8 +129,9 @@ def _demo(stack: Any, args: argparse.Namespace, tty: bool, started: float) -> in
     roles = stack.queue_roles()
     ddb = boto3.client("dynamodb", endpoint_url=stack.endpoint_url, region_name=stack.opts.region)
     sqs = boto3.client("sqs", endpoint_url=stack.endpoint_url, region_name=stack.opts.region)
-    table, partition = stack.settings.table_name, stack.settings.partition_key_value
-    client = PunctualClient(table, partition, ddb=ddb, clock=SystemClock())
+    s = stack.settings
+    table = s.table_name
+    client = PunctualClient(table, s.partition_key_value, shards=s.shards, ddb=ddb, clock=SystemClock())
     seen = Seen()
     stop = threading.Event()
     t0 = SystemClock().now_ms()
@@ -151,7 +152,7 @@ def _demo(stack: Any, args: argparse.Namespace, tty: bool, started: float) -> in
             payload_av: dict[str, Any] | None = None) -> str:
         """A row exactly as cdk-scheduler producers write it (DynamoDB JSON, PutItem)."""
         key = sk or encode_sk(due_ms, task_id)
-        item = {"pk": {"S": partition}, "sk": {"S": key}}
+        item = {"pk": {"S": s.partition_for(task_id)}, "sk": {"S": key}}  # README, "Shards"
         item["payload"] = payload_av or {"M": {k: {"S": str(v)} for k, v in (payload or {}).items()}}
         ddb.put_item(TableName=table, Item=item)
         return key

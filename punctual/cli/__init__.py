@@ -7,6 +7,7 @@ Configuration, first found wins:
   endpoint   --endpoint-url, PUNCTUAL_ENDPOINT_URL, .punctual/local.json (else real AWS)
   table      --table, PUNCTUAL_TABLE_NAME, .punctual/local.json
   partition  --partition, PUNCTUAL_PARTITION_KEY_VALUE, .punctual/local.json, "scheduler"
+  shards     --shards, PUNCTUAL_SHARDS, .punctual/local.json, 1 (the construct's shards)
   queues     PUNCTUAL_DELIVERY_QUEUE_URL / _DELAY_ / _REJECTED_, .punctual/local.json
 Errors are one line on stderr and a non-zero exit (PUNCTUAL_DEBUG=1 shows tracebacks).
 """
@@ -30,6 +31,7 @@ def _common_options() -> argparse.ArgumentParser:
                                                ".punctual/local.json")
     common.add_argument("--table", help="scheduler table name (default PUNCTUAL_TABLE_NAME or local.json)")
     common.add_argument("--partition", help="partition key value (default 'scheduler')")
+    common.add_argument("--shards", type=int, help="the scheduler's shards (the construct's prop; default 1)")
     common.add_argument("--region", help="AWS region")
     common.add_argument("--state-dir", default=os.environ.get("PUNCTUAL_STATE_DIR", ".punctual"),
                         help="where `local up` keeps local.json, the pid file, logs and state (default .punctual)")

@@ -91,7 +91,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def collect_status(target: Target) -> dict[str, Any]:
     client = target.client()
     out: dict[str, Any] = {"endpoint": target.endpoint_url or "AWS", "table": client.table_name,
-                           "partition": target.partition, **_arm(client)}
+                           "partition": target.partition, "shards": target.shards, **_arm(client)}
     out["pending"] = client.count()
     out["in_flight"] = client.count(in_flight=True)
     first = next(client.list(limit=1, page_size=1), None)
@@ -144,7 +144,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def status_lines(st: dict[str, Any]) -> list[str]:
-    lines = [f"endpoint   {st['endpoint']}", f"table      {st['table']} (partition {st['partition']!r})"]
+    lines = [f"endpoint   {st['endpoint']}", f"table      {st['table']} (partition {st['partition']!r}"
+             + (f", {st['shards']} shards" if st["shards"] > 1 else "") + ")"]
     if st["armed"]:
         lines.append(f"armed      {st['armed']} (in {st['armed_in_s']:+.1f} s)")
     else:

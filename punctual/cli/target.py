@@ -1,4 +1,4 @@
-"""Where a command acts: endpoint, region, table, partition, queues and rule, first found wins
+"""Where a command acts: endpoint, region, table, partition, shards, queues and rule, first found wins
 (flags, then the environment, then ``.punctual/local.json`` written by ``punctual local up``)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 from punctual.client import PunctualClient
 from punctual.core.clock import SystemClock
 from punctual.core.config import ENV
+from punctual.core.shards import MAX_SHARDS
 
 from .exits import CliError
 
@@ -29,6 +30,7 @@ class Target:
     queues: dict[str, str] = field(default_factory=dict)
     rule: str | None = None
     source: str = "flags/env"
+    shards: int = 1
     _clients: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def need_table(self) -> str:
@@ -69,7 +71,8 @@ class Target:
 
     def client(self) -> PunctualClient:
         """The Python client on this target's table and partition."""
-        return PunctualClient(self.need_table(), self.partition, ddb=self.clients()["dynamodb"], clock=SystemClock())
+        return PunctualClient(self.need_table(), self.partition, shards=self.shards, ddb=self.clients()["dynamodb"],
+                              clock=SystemClock())
 
 
 def _first(*values: Any) -> Any:
@@ -93,7 +96,18 @@ def resolve_target(args: argparse.Namespace, environ: Mapping[str, str] | None =
         queues=_queues(mine, env),
         rule=_first(env.get(ENV["rule_name"]), mine.get("rule")),
         source=str(Path(args.state_dir) / "local.json") if mine else "flags/env",
+        shards=_shards(_first(getattr(args, "shards", None), env.get(ENV["shards"]), mine.get("shards"), 1)),
     )
+
+
+def _shards(value: Any) -> int:
+    try:
+        shards = int(value)
+    except (TypeError, ValueError):
+        raise CliError(f"shards must be a whole number, got {value!r}") from None
+    if not 1 <= shards <= MAX_SHARDS:
+        raise CliError(f"shards must be 1..{MAX_SHARDS}, got {shards}")
+    return shards
 
 
 def _queues(local: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, str]:

@@ -238,6 +238,7 @@ class LocalStack:
             "pid": os.getpid(),
             "table": s.table_name,
             "partition": s.partition_key_value,
+            "shards": s.shards,
             "rule": s.rule_name,
             "queues": self.queue_roles(),
             "functions": {f.name: f.handler for f in self.model.functions.values()},
@@ -250,7 +251,8 @@ class LocalStack:
         assert self.model is not None
         lines = [
             f"Punctual local stack on {d['endpoint_url']} (region {d['region']}, pid {d['pid']})",
-            f"  table      {d['table']} (partition {d['partition']!r}, stream on)",
+            f"  table      {d['table']} (partition {d['partition']!r}"
+            + (f", {d['shards']} shards" if d["shards"] > 1 else "") + ", stream on)",
             f"  rule       {d['rule']} (fires "
             + (f"{self.opts.rule_delay_s:g}s into" if self.opts.rule_delay_s is not None else "anywhere in")
             + " its one-shot cron minute)",
