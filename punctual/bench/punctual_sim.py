@@ -648,13 +648,14 @@ class PunctualSim:
 
         from punctual.core.keys import encode_sk
 
-        sk = encode_sk(EPOCH_MS + self.sc.dues[i], f"t{i:07d}")
+        task_id = f"t{i:07d}"
+        sk = encode_sk(EPOCH_MS + self.sc.dues[i], task_id)
         self.sk_index[sk] = i
         if self.running["poller"] and attempt == 1:
             self.result.counters["inserts_during_a_poll"] += 1
         try:
             self.user_ddb.put_item(TableName=self.settings.table_name, Item={
-                "pk": {"S": self.settings.partition_key_value}, "sk": {"S": sk},
+                "pk": {"S": self.settings.partition_for(task_id)}, "sk": {"S": sk},
                 "payload": {"M": {"task": {"N": str(i)}, "kind": {"S": "bench"}}},
             })
         except ClientError as exc:

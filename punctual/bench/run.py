@@ -61,6 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
                    help="override an integer Settings field in every Punctual run (e.g. wake_early_ms=250, "
                         "group_span_ms=0; see punctual/core/config.py)")
+    p.add_argument("--shards", type=int, default=None,
+                   help="Punctual's shards (Settings.shards; tasks spread over that many partitions by id, "
+                        "docs/architecture.md \"Shards\"); the same as --setting shards=N")
     p.add_argument("--out", default="bench/results", help="output directory (default: bench/results)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--backend", choices=("moto", "fake"), default="moto",
@@ -91,6 +94,14 @@ def settings_overrides(pairs: list[str]) -> dict[str, int]:
             out[name] = int(raw)
         except ValueError:
             raise SystemExit(f"--setting {pair!r}: {raw!r} is not an integer") from None
+    return out
+
+
+def run_settings(args: argparse.Namespace) -> dict[str, int]:
+    """The Settings overrides of every Punctual run: ``--setting`` pairs, then ``--shards``."""
+    out = settings_overrides(getattr(args, "setting", []))
+    if getattr(args, "shards", None) is not None:
+        out["shards"] = args.shards
     return out
 
 
@@ -136,6 +147,7 @@ def _command(args: argparse.Namespace) -> str:
             + "".join(f" --scenario {n}" for n in (args.scenario or []))
             + (f" --tasks {args.tasks}" if args.tasks else "")
             + (f" --rate {args.rate}" if getattr(args, "rate", None) else "")
+            + (f" --shards {args.shards}" if getattr(args, "shards", None) else "")
             + "".join(f" --strategy {st}" for st in (args.strategy or []))
             + (f" --backend {backend}" if backend != "moto" else "")
             + (f" --sqs-model {sqs_model}" if sqs_model != "early" else "")
@@ -167,7 +179,7 @@ def _run_all(args: argparse.Namespace, model_list: list[Models]) -> tuple[list[R
             started = time.perf_counter()
             rs = run_scenario(name, args.seed, args.quick, models, strategies, args.tasks,
                               backend=getattr(args, "backend", "moto"),
-                              settings=settings_overrides(getattr(args, "setting", [])),
+                              settings=run_settings(args),
                               rate=getattr(args, "rate", None))
             label = sqs_model_label(models)
             results += rs if models is model_list[0] else [replace(r, strategy=f"{r.strategy} ({label})") for r in rs]
