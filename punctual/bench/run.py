@@ -99,9 +99,13 @@ def settings_overrides(pairs: list[str]) -> dict[str, int]:
 
 def run_settings(args: argparse.Namespace) -> dict[str, int]:
     """The Settings overrides of every Punctual run: ``--setting`` pairs, then ``--shards``."""
+    from punctual.core.shards import MAX_SHARDS
+
     out = settings_overrides(getattr(args, "setting", []))
     if getattr(args, "shards", None) is not None:
         out["shards"] = args.shards
+    if "shards" in out and not 1 <= out["shards"] <= MAX_SHARDS:
+        raise SystemExit(f"--shards {out['shards']}: shards must be 1..{MAX_SHARDS}")
     return out
 
 

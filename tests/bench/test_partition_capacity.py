@@ -88,3 +88,33 @@ def test_scenarios_without_the_limits_report_no_throttling_keys():
     (r,) = run_scenario("idle", seed=1, quick=True, models=Models(), strategies=("punctual",), backend="fake")
     s = summarize(r)
     assert s.throttled_requests is None and "throttled_requests" not in strategy_figures(s)
+
+
+def test_bench_shards_spread_the_firehose_so_nothing_is_throttled(tmp_path):
+    """``punctual bench --scenario firehose --shards 16 --json FILE``: 3,000 puts a second over 16
+    partitions (~190 each, under the 1,000 write units) are not throttled at all; one partition is."""
+    import argparse
+    import json
+
+    from punctual.bench.run import add_arguments, main
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    figures = {}
+    for shards in (1, 16):
+        out = tmp_path / f"s{shards}.json"
+        args = parser.parse_args(["--scenario", "firehose", "--quick", "--strategy", "punctual", "--backend", "fake",
+                                  "--no-plots", "--out", str(tmp_path), "--shards", str(shards), "--json", str(out)])
+        assert main(args) == 0
+        doc = json.loads(out.read_text())
+        assert doc["scenario"] == "firehose" and doc["tasks"] == 3_000
+        figures[shards] = doc["strategies"]["punctual"]
+    assert figures[1]["throttled_user_puts"] > 0
+    assert figures[16]["throttled_requests"] == 0 and figures[16]["throttled_user_puts"] == 0
+    for f in figures.values():
+        assert f["lost"] == 0 and f["early"] == 0 and f["delivered"] == 3_000
+    assert figures[16]["p99_ms"] < 100
+    assert "--shards 16" in json.loads((tmp_path / "results-firehose.json").read_text())["command"]
+    with pytest.raises(SystemExit, match="shards must be 1..64"):
+        main(parser.parse_args(["--scenario", "firehose", "--quick", "--backend", "fake", "--no-plots",
+                                "--out", str(tmp_path), "--shards", "0"]))

@@ -4,7 +4,7 @@
   with cdk-nag's AwsSolutions plugin registered: the synth itself fails on any finding.
 - ``custom``: every non-default prop (existing delivery queue, KMS key, x86_64, no alarms,
   poller reserved concurrency 2, other partition and window (Duration props), instance name,
-  a dashboard) plus a grant_consume.
+  a dashboard, 4 shards) plus a grant_consume.
 
 Both skip asset bundling (context ``aws:cdk:bundling-stacks`` = []) and CDK's built-in
 CloudFormation validation (~10 s per synth; cfn-lint runs on the templates instead).
@@ -95,6 +95,7 @@ def custom(tmp_path_factory) -> Synth:
         consumer_max_concurrency=20,
         instance_name="jobs-prod",
         dashboard=True,
+        shards=4,
     )
     worker = iam.Role(stack, "Worker", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
     grant = scheduler.grant_consume(worker)

@@ -238,7 +238,8 @@ def test_environment_is_exactly_the_settings(demo, custom):
     """Names come from punctual.core.config.ENV only; values are what load_settings will parse."""
     for synth, expect in (
         (demo, Settings()),
-        (custom, Settings(partition_key_value="jobs", window_seconds=600, lead_seconds=60, orphan_grace_seconds=240)),
+        (custom, Settings(partition_key_value="jobs", window_seconds=600, lead_seconds=60, orphan_grace_seconds=240,
+                          shards=4)),
     ):
         s = synth.scheduler
         for fn in s.functions:
@@ -248,7 +249,7 @@ def test_environment_is_exactly_the_settings(demo, custom):
             assert env[ENV["delay_queue_url"]] == {"Ref": synth.logical_id(s.delay_queue)}
             assert env[ENV["rejected_queue_url"]] == {"Ref": synth.logical_id(s.rejected_queue)}
             assert env[ENV["delivery_queue_url"]] == {"Ref": synth.logical_id(s.delivery_queue)}
-            for attr in ("partition_key_value", "window_seconds", "lead_seconds", "orphan_grace_seconds",
+            for attr in ("partition_key_value", "shards", "window_seconds", "lead_seconds", "orphan_grace_seconds",
                          "max_attempts", "metrics_namespace"):
                 assert env[ENV[attr]] == str(getattr(expect, attr)), attr
             assert env[ENV["log_payloads"]] == "false"
@@ -520,6 +521,8 @@ def test_alarms(demo, custom):
         ({"lead_seconds": -1}, "lead_seconds"),
         ({"partition_key_value": META_PK}, "reserved"),
         ({"max_attempts": 0}, "max_attempts"),
+        ({"shards": 0}, "shards must be 1..64"),
+        ({"shards": 65}, "shards must be 1..64"),
         ({"orphan_grace_seconds": 180}, "visibility timeout"),
         ({"instance_name": ""}, "instance_name"),
         ({"instance_name": "  "}, "instance_name"),

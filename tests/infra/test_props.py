@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
@@ -177,3 +179,20 @@ def test_event_format_reaches_the_functions_and_is_validated():
     assert _env(s)[ENV["event_format"]] == "cdk-scheduler"
     with pytest.raises(ValueError, match="event_format"):
         Scheduler(_stack(), "S", event_format="cdk_scheduler")
+
+
+# ---- shards ---------------------------------------------------------------------------------------
+
+def test_shards_reach_the_functions_and_grant_schedule_covers_every_partition():
+    from aws_cdk import aws_iam as iam
+
+    stack = _stack()
+    s = Scheduler(stack, "S", partition_key_value="jobs", shards=4)
+    assert s.partitions == ("jobs", "jobs#0", "jobs#1", "jobs#2", "jobs#3")
+    producer = iam.Role(stack, "Producer", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
+    s.grant_schedule(producer)
+    assert _env(s)[ENV["shards"]] == "4"
+    (policy,) = [p for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+                 if "Producer" in json.dumps(p["Properties"]["Roles"])]
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": list(s.partitions)}}

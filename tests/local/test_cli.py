@@ -132,3 +132,28 @@ def test_local_up_refuses_a_second_stack_on_the_same_state_dir(capsys, tmp_path)
     (tmp_path / "local.pid").write_text(str(os.getppid()))  # a live process that is not us
     code, _, err = run(capsys, tmp_path, "local", "up", "--port", str(free_port()))
     assert code != 0 and "already running" in one_line(err)
+
+
+def test_shards_put_a_task_in_its_ids_shard_and_status_counts_every_shard(capsys, tmp_path, stack, monkeypatch):
+    import json
+
+    table = stack.settings.table_name
+    monkeypatch.delenv("PUNCTUAL_SHARDS", raising=False)
+    code, out, err = run(capsys, tmp_path, "schedule", "--in", "1h", "--id", "order-42", "--table", table,
+                         "--shards", "4")
+    assert code == 0, err
+    rows = stack.ddb.scan(TableName=table)["Items"]
+    assert [r["pk"]["S"] for r in rows] == ["scheduler#2"]  # crc32(b"order-42") % 4
+    monkeypatch.setenv("PUNCTUAL_SHARDS", "4")  # the environment serves as well as the flag
+    code, out, err = run(capsys, tmp_path, "status", "--table", table, "--json")
+    assert code == 0, err
+    status = json.loads(out)
+    assert status["shards"] == 4 and status["pending"] == 1
+    code, out, _ = run(capsys, tmp_path, "status", "--table", table)
+    assert "4 shards" in out
+    code, _, err = run(capsys, tmp_path, "cancel", rows[0]["sk"]["S"], "--table", table)
+    assert code == 0, err
+    assert stack.ddb.scan(TableName=table)["Items"] == []
+    monkeypatch.setenv("PUNCTUAL_SHARDS", "65")
+    code, _, err = run(capsys, tmp_path, "status", "--table", table)
+    assert code != 0 and "shards must be 1..64" in one_line(err)

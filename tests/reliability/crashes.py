@@ -119,7 +119,7 @@ def environment(backend: str, settings: Settings | None = None, start_ms: int = 
 def put_row(world: World, sk: str, payload: dict[str, str]) -> None:
     s = world.deps.settings
     world.deps.ddb.put_item(TableName=s.table_name, Item={
-        "pk": {"S": s.partition_key_value}, "sk": {"S": sk},
+        "pk": {"S": s.partition_for_key(sk)}, "sk": {"S": sk},
         "payload": {"M": {k: {"S": v} for k, v in payload.items()}}})
 
 
@@ -300,11 +300,11 @@ def calls_by_handler() -> dict[str, set[str]]:
                 world.run_poller()
                 # turns invalid after it was sent: the consumer meets it
                 world.deps.ddb.put_item(TableName=s.table_name, Item={
-                    "pk": {"S": s.partition_key_value}, "sk": {"S": encode_sk(ROWS["soon"], "soon")},
+                    "pk": {"S": s.partition_for("soon")}, "sk": {"S": encode_sk(ROWS["soon"], "soon")},
                     "payload": {"S": "not a map any more"}, "punctual_enqueued_ms": {"N": str(START)},
                     "punctual_attempt": {"N": "1"}})
                 world.deps.ddb.delete_item(TableName=s.table_name, Key={
-                    "pk": {"S": s.partition_key_value}, "sk": {"S": encode_sk(ROWS["beyond"], "beyond")}})
+                    "pk": {"S": s.partition_for("beyond")}, "sk": {"S": encode_sk(ROWS["beyond"], "beyond")}})
                 if not editor_on:
                     world.stream.poll()
                 world.run(HORIZON)

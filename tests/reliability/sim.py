@@ -355,10 +355,13 @@ class World:
 
     def pending_rows(self) -> int:
         s = self.deps.settings
-        resp = self.deps.ddb.query(TableName=s.table_name, KeyConditionExpression="pk = :p",
-                                   ExpressionAttributeValues={":p": {"S": s.partition_key_value}},
-                                   Select="COUNT", ConsistentRead=True)
-        return resp.get("Count", len(resp.get("Items", [])))
+        total = 0
+        for pk in s.partitions:
+            resp = self.deps.ddb.query(TableName=s.table_name, KeyConditionExpression="pk = :p",
+                                       ExpressionAttributeValues={":p": {"S": pk}},
+                                       Select="COUNT", ConsistentRead=True)
+            total += resp.get("Count", len(resp.get("Items", [])))
+        return total
 
     def _queue_busy(self) -> bool:
         attrs = self.deps.sqs.get_queue_attributes(

@@ -41,6 +41,15 @@ def test_crash_matrix(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_crash_matrix_with_two_shards(target):
+    """shards=2 (docs/architecture.md, "Shards"): the scenario's rows fall in both shards (a group
+    of twins is split between them, the bad row in one), the same invariants and bound hold."""
+    s = Settings(send_workers=1, shards=2)
+    assert {s.partition_for(name) for name in ROWS} == {"scheduler#0", "scheduler#1"}
+    _run(target, "fake", s)
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_crash_matrix_without_a_fast_path(target):
     """fast_path_seconds=0: the editor leaves rows a poll can still reach (the +14 min ones here)
     to a poll; the same invariants and bound hold."""

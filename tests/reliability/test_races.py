@@ -11,7 +11,7 @@ checked on what was delivered.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -36,6 +36,8 @@ T0 = 1_798_761_600_000  # 2027-01-01T00:00:00Z
 DAY = 86_400_000
 SETTINGS = Settings(delay_queue_url="q/delay", delivery_queue_url="q/delivery", rejected_queue_url="q/rejected",
                     send_workers=1)
+# two shards (docs/architecture.md, "Shards"): task-0, task-1, ... fall in both
+SHARDED = replace(SETTINGS, shards=2)
 
 # due offsets from "now": past, inside the window, around its end, beyond, far away
 DUE_OFFSETS = st.one_of(
@@ -60,9 +62,15 @@ class Ctx:
     def new_sk(self, due_ms: int) -> str:
         return encode_sk(due_ms, f"task-{next(self.ids)}")
 
+    @property
+    def settings(self) -> Settings:
+        return self.deps.settings
+
+    def key(self, sk: str) -> dict[str, Any]:
+        return {"pk": {"S": self.settings.partition_for_key(sk)}, "sk": {"S": sk}}
+
     def item(self, sk: str) -> dict[str, Any]:
-        return {"pk": {"S": SETTINGS.partition_key_value}, "sk": {"S": sk},
-                "payload": {"M": {"n": {"S": sk}}}}
+        return {**self.key(sk), "payload": {"M": {"n": {"S": sk}}}}
 
     def record(self, item: dict[str, Any]) -> dict[str, Any]:
         return {"eventID": str(next(self.seq)), "eventName": "INSERT", "eventSource": "aws:dynamodb",
@@ -72,10 +80,10 @@ class Ctx:
                              "SequenceNumber": str(next(self.seq)), "StreamViewType": "NEW_AND_OLD_IMAGES"}}
 
 
-def make_ctx(start_ms: int) -> Ctx:
+def make_ctx(start_ms: int, s: Settings = SETTINGS) -> Ctx:
     clock = ManualClock(start_ms)
     aws = GatedAws(clock)
-    return Ctx(aws, clock, Deps(SETTINGS, clock, aws.ddb, aws.sqs, aws.events))
+    return Ctx(aws, clock, Deps(s, clock, aws.ddb, aws.sqs, aws.events))
 
 
 def insert(ctx: Ctx, due_ms: int):
@@ -83,7 +91,7 @@ def insert(ctx: Ctx, due_ms: int):
 
     def run() -> None:
         item = ctx.item(sk)
-        ctx.deps.ddb.put_item(TableName=SETTINGS.table_name, Item=item)
+        ctx.deps.ddb.put_item(TableName=ctx.settings.table_name, Item=item)
         ctx.expected[sk] = due_ms
         ctx.ready[sk] = max(due_ms, ctx.clock.now_ms())
         process_stream({"Records": [ctx.record(item)]}, ctx.deps)
@@ -93,8 +101,7 @@ def insert(ctx: Ctx, due_ms: int):
 
 def cancel(ctx: Ctx, sk: str):
     def run() -> None:
-        ctx.deps.ddb.delete_item(TableName=SETTINGS.table_name,
-                                 Key={"pk": {"S": SETTINGS.partition_key_value}, "sk": {"S": sk}})
+        ctx.deps.ddb.delete_item(TableName=ctx.settings.table_name, Key=ctx.key(sk))
         ctx.expected.pop(sk, None)
         ctx.cancelled.add(sk)
 
@@ -107,10 +114,9 @@ def reschedule(ctx: Ctx, sk: str, due_ms: int):
     def run() -> None:
         item = ctx.item(new)
         ctx.deps.ddb.transact_write_items(TransactItems=[
-            {"Delete": {"TableName": SETTINGS.table_name,
-                        "Key": {"pk": {"S": SETTINGS.partition_key_value}, "sk": {"S": sk}},
+            {"Delete": {"TableName": ctx.settings.table_name, "Key": ctx.key(sk),
                         "ConditionExpression": "attribute_exists(sk)"}},
-            {"Put": {"TableName": SETTINGS.table_name, "Item": item}},
+            {"Put": {"TableName": ctx.settings.table_name, "Item": item}},
         ])
         ctx.expected.pop(sk, None)
         ctx.cancelled.add(sk)
@@ -143,7 +149,7 @@ def scenarios(draw):
 
 def check_arming(ctx: Ctx) -> None:
     """Invariant 6 at quiescence, and on every PutRule made during the race."""
-    s, now = SETTINGS, ctx.clock.now_ms()
+    s, now = ctx.settings, ctx.clock.now_ms()
     for call in ctx.aws.rule_calls:
         if call.armed_ms is not None:
             # PutRule is issued at least APPLY_MARGIN_MS before the minute it arms (it lands within that)
@@ -157,7 +163,7 @@ def check_arming(ctx: Ctx) -> None:
         # the rule is the meta row's minute, or the next safe one if that had begun when applied
         assert armed is not None and armed == applicable_minute(meta.armed_ms, last_call), (armed, meta, last_call)
     for (pk, sk), item in ctx.aws.items.items():
-        if pk != s.partition_key_value:
+        if pk not in s.partitions:
             continue
         due = int(sk[:13])
         if ATTR_ENQUEUED_MS not in item:
@@ -169,8 +175,8 @@ def check_arming(ctx: Ctx) -> None:
             assert armed is not None, f"row {sk} in flight with no poll to follow (orphan would be lost)"
 
 
-def run_scenario(start: int, pre: list[int], acts: list[tuple], data) -> Ctx:
-    ctx = make_ctx(start)
+def run_scenario(start: int, pre: list[int], acts: list[tuple], data, s: Settings = SETTINGS) -> Ctx:
+    ctx = make_ctx(start, s)
     world = World(ctx.deps, ctx.clock.set, FakeStream(ctx.aws), next_visible=lambda: ctx.aws.next_visible_ms("q/delay"),
                   fire_offset_ms=data.draw(st.sampled_from([0, 1_000, 30_000, 59_999]), label="fire offset"))
     # steady state before the race: pre-existing rows, written and processed
@@ -245,6 +251,15 @@ def quiet_logs():
 def test_arming_and_delivery_under_interleavings(scenario, data):
     start, pre, acts = scenario
     run_scenario(start, pre, acts, data)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(scenarios(), st.data())
+def test_arming_and_delivery_under_interleavings_with_two_shards(scenario, data):
+    """The same races with the tasks spread over two partitions, which the poller reads together."""
+    start, pre, acts = scenario
+    ctx = run_scenario(start, pre, acts, data, SHARDED)
+    assert {pk for pk, _ in ctx.aws.items} <= {*SHARDED.partitions, "__punctual__"}
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
