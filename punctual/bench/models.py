@@ -32,6 +32,11 @@ class Models:
     stream_batch_size: int = 100  # the construct's EDITOR_BATCH_SIZE
     stream_retry_delay_ms: int = 1_000
     stream_max_retries: int = 10  # the construct's EDITOR_RETRY_ATTEMPTS
+    # The stream's shards (one per table partition) and the batches Lambda runs at once per shard
+    # (ParallelizationFactor: the construct's EDITOR_PARALLELIZATION). A record's lane, in order, is
+    # picked by its partition key: with one partition key value (shards=1) there is one lane.
+    stream_shards: int = 4
+    stream_parallelization: int = 10
     # Service-side latency of one API call, added to the caller's virtual time.
     api_latency_ms: dict[str, tuple[int, int]] = field(
         default_factory=lambda: {"dynamodb": (3, 8), "sqs": (5, 15), "events": (20, 60)}
@@ -108,6 +113,13 @@ SOURCES: dict[str, str] = {
     "simultaneously is 1,000'.",
     "stream_latency_ms": "Lambda docs: 'Lambda polls shards in your DynamoDB stream for records at a base rate "
     "of 4 times per second'; plus stream propagation: ~100-500 ms (assumption).",
+    "stream_shards": "DynamoDB Streams: a stream shard per table partition (Developer Guide, 'Change data capture "
+    "for DynamoDB Streams': shards are created and split with the table's partitions). A new on-demand table "
+    "serves 'up to 4,000 writes per second' (Developer Guide, 'On-demand capacity mode'): 4 partitions of "
+    "1,000 WCU (assumption: the fewest a table needs for that; a busier table has more).",
+    "stream_parallelization": "Lambda docs, 'Lambda parameters for Amazon DynamoDB event source mappings': "
+    "ParallelizationFactor, default 1, maximum 10, 'the number of batches to process concurrently from each "
+    "shard'; order is kept per partition key. The construct sets 10 (EDITOR_PARALLELIZATION).",
     "api_latency_ms": "Assumption: in-region single-digit ms for DynamoDB ('single-digit millisecond "
     "performance'), ~10 ms for SQS, tens of ms for EventBridge control-plane calls.",
     "client_cpu_ms_per_call": "Measured 2026-12-03 on this project's machine (one AMD EPYC core): botocore "

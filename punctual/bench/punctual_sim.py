@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import random
+import zlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -108,6 +109,15 @@ class _LogSink:
         pass
 
 
+@dataclass
+class _StreamLane:
+    """One batch slot of one stream shard: its records not yet read, in order."""
+
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    busy: bool = False  # an editor invocation (or its retries) holds the lane
+    scheduled: bool = False  # a poll is on its way
+
+
 class PunctualSim:
     def __init__(self, scenario: Scenario, models: Models, seed: int, settings: dict[str, Any] | None = None,
                  backend: str = "moto", name: str = "punctual"):
@@ -144,9 +154,8 @@ class PunctualSim:
         self.esm_poll_views: dict[int, int | None] = {}
         self.esm_fill_pending = 0  # polls scheduled by _esm_fill, not yet run
         self.lost_message_ids: set[str | None] = set()
-        # stream event source state
-        self.stream_busy = False
-        self.stream_scheduled = False
+        # stream event source state: the lanes (stream shard, batch slot), in order of first use
+        self.stream_lanes: dict[tuple[int, int], _StreamLane] = {}
         # rule state
         self.rule_gen = 0
         self.rule_current: tuple[Any, Any] = (None, None)
@@ -575,50 +584,62 @@ class PunctualSim:
 
     # ---------------------------------------------------------------- stream -> editor
     def _stream_notify(self) -> None:
-        if self.stream_busy or self.stream_scheduled:
-            return
-        self.stream_scheduled = True
-        self.engine.at(self.engine.now + self._u(self.m.stream_latency_ms), self._stream_poll)
+        """After a write: its records join their lanes; every idle lane is polled after the
+        stream's latency (Lambda polls each shard continuously)."""
+        self._stream_drain()
+        for lane in self.stream_lanes.values():
+            self._lane_notify(lane)
 
-    def _stream_poll(self) -> None:
-        """What Lambda's stream poller does: take up to a batch of new records, apply the
-        filter criteria, invoke the editor with what passes (GetRecords by Lambda is free).
-
-        The records are read from moto's shard directly (the same JSON the dynamodbstreams
-        client returns, minus ~30 ms of response serialisation per call), then forgotten:
-        moto keeps every record forever, the real stream 24 h."""
-        self.stream_scheduled = False
-        if self.stream_busy:
+    def _lane_notify(self, lane: _StreamLane) -> None:
+        if lane.busy or lane.scheduled:
             return
+        lane.scheduled = True
+        self.engine.at(self.engine.now + self._u(self.m.stream_latency_ms), partial(self._stream_poll, lane))
+
+    def _stream_drain(self) -> None:
+        """Move the table's new stream records into their lanes: a record's stream shard and its
+        batch slot in that shard (ParallelizationFactor) follow its partition key, so one key's
+        records stay in order in one lane (models.SOURCES "stream_shards").
+
+        The records are read from the backend directly (for moto, the same JSON the
+        dynamodbstreams client returns, minus ~30 ms of response serialisation per call), then
+        forgotten: moto keeps every record forever, the real stream 24 h."""
         if self.backend == "fake":
-            raw = self.aws.stream[: self.m.stream_batch_size]
-            del self.aws.stream[: len(raw)]
+            raw = self.aws.stream[:]
+            del self.aws.stream[:]
         else:
             shard = self.moto_table.stream_shard
             assert shard is not None  # _setup creates the table with a stream
-            take = shard.items[: self.m.stream_batch_size]
-            del shard.items[: len(take)]
+            take = shard.items[:]
+            del shard.items[:]
             shard.starting_sequence_number += len(take)
             raw = [item.to_json() for item in take]
+        for record in raw:
+            h = zlib.crc32(record["dynamodb"]["Keys"]["pk"]["S"].encode("utf-8"))
+            key = (h % self.m.stream_shards, h // self.m.stream_shards % self.m.stream_parallelization)
+            self.stream_lanes.setdefault(key, _StreamLane()).pending.append(record)
+
+    def _stream_poll(self, lane: _StreamLane) -> None:
+        """What Lambda's stream poller does for one lane: take up to a batch of its records, apply
+        the filter criteria, invoke the editor with what passes (GetRecords by Lambda is free)."""
+        lane.scheduled = False
+        if lane.busy:
+            return
+        raw = lane.pending[: self.m.stream_batch_size]
+        del lane.pending[: len(raw)]
         records = [r for r in (stream_record(x, self.table_arn_stream, REGION) for x in raw)
                    if passes(EDITOR_STREAM_FILTERS, r)]  # the construct's filter criteria
         self.result.counters["stream_records"] += len(raw)
         self.result.requests[("lambda-stream-poller", "dynamodbstreams.GetRecords")] += 1
         if records:
-            self._invoke_editor(records, attempt=0)
-        elif self._stream_more():
-            self._stream_notify()
+            self._invoke_editor(lane, records, attempt=0)
+        elif lane.pending:
+            self._lane_notify(lane)
 
-    def _stream_more(self) -> bool:
-        if self.backend == "fake":
-            return bool(self.aws.stream)
-        shard = self.moto_table.stream_shard
-        return shard is not None and bool(shard.items)
-
-    def _invoke_editor(self, records: list[dict[str, Any]], attempt: int) -> None:
+    def _invoke_editor(self, lane: _StreamLane, records: list[dict[str, Any]], attempt: int) -> None:
         from punctual.core.usecases.process_stream import process_stream
 
-        self.stream_busy = True
+        lane.busy = True
 
         def done(proc: Process) -> None:
             retry: list[dict[str, Any]] = []
@@ -632,13 +653,13 @@ class PunctualSim:
             if retry and attempt < self.m.stream_max_retries:
                 self.result.counters["editor_retries"] += 1
                 self.engine.at(self.engine.now + self.m.stream_retry_delay_ms,
-                               lambda: self._invoke_editor(retry, attempt + 1))
+                               lambda: self._invoke_editor(lane, retry, attempt + 1))
                 return
             if retry:
                 self.result.counters["editor_batches_to_dlq"] += 1
-            self.stream_busy = False
-            if self._stream_more():
-                self._stream_notify()
+            lane.busy = False
+            if lane.pending:
+                self._lane_notify(lane)
 
         self._invoke("editor", self.engine.now, lambda: process_stream({"Records": records}, self.deps), done)
 
