@@ -80,6 +80,10 @@ DELAY_MAX_RECEIVE_COUNT = 10
 DELIVERY_MAX_RECEIVE_COUNT = 5
 EDITOR_BATCH_SIZE = 100
 EDITOR_RETRY_ATTEMPTS = 10
+# Batches the stream mapping runs at once per stream shard (ParallelizationFactor, at most 10),
+# in order per partition key: with shards > 1 the shards' inserts are edited side by side
+# (editors already run concurrently with each other and with polls: docs/architecture.md).
+EDITOR_PARALLELIZATION = 10
 RULE_TARGET_RETRY_ATTEMPTS = 8
 RULE_TARGET_MAX_EVENT_AGE = Duration.hours(1)
 DLQ_RETENTION = Duration.days(14)
@@ -451,6 +455,7 @@ class Scheduler(Construct):
                 # TRIM_HORIZON: rows written between table creation and the mapping are not skipped.
                 starting_position=lambda_.StartingPosition.TRIM_HORIZON,
                 batch_size=EDITOR_BATCH_SIZE,
+                parallelization_factor=EDITOR_PARALLELIZATION,
                 bisect_batch_on_error=True,
                 retry_attempts=EDITOR_RETRY_ATTEMPTS,
                 report_batch_item_failures=True,

@@ -8,6 +8,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from infra import construct as c
+from punctual.bench.models import Models
 from punctual.core.config import ENV, META_PK, RULE_DESCRIPTION, Settings
 from punctual.core.cron import parse_one_shot_cron
 from punctual.core.metrics_names import DELIVERED, INSTANCE_DIMENSION, LATENESS_MS, REJECTED_ROWS
@@ -305,6 +306,12 @@ def test_editor_event_source(demo):
     assert m["StartingPosition"] in ("TRIM_HORIZON", "LATEST")
     assert m["BisectBatchOnFunctionError"] is True
     assert m["MaximumRetryAttempts"] == c.EDITOR_RETRY_ATTEMPTS
+    # batches side by side per stream shard, in order per partition key (one per shard of Punctual's)
+    assert m["ParallelizationFactor"] == c.EDITOR_PARALLELIZATION == 10
+    # the benchmark models the mapping the construct creates
+    bench = Models()
+    assert (bench.stream_batch_size, bench.stream_max_retries, bench.stream_parallelization) == (
+        c.EDITOR_BATCH_SIZE, c.EDITOR_RETRY_ATTEMPTS, c.EDITOR_PARALLELIZATION)
     assert m["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert m["DestinationConfig"] == {
         "OnFailure": {"Destination": getatt(demo.logical_id(s.stream_dead_letter_queue))}
