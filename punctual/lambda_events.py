@@ -1,15 +1,30 @@
-"""The event records Lambda hands to functions, built from what the AWS APIs return.
+"""Lambda's event sources: the events it hands to functions and what it does with their answers.
 
-One implementation shared by the local stack's drivers, the benchmark simulator and the
-tests: an SQS ReceiveMessage message -> an SQS event record; a dynamodbstreams GetRecords
-record -> a DynamoDB stream event record (binary attribute values as base64 text).
+One implementation shared by every emulation of them (the local stack's real-time drivers,
+the benchmark's simulator, the tests' virtual-time harnesses), so that they differ only in how
+time passes:
+
+- events: an SQS ReceiveMessage message -> an SQS event record; a dynamodbstreams GetRecords
+  record -> a DynamoDB stream event record (binary attribute values as base64 text); a rule's
+  firing -> a Scheduled Event;
+- answers: which SQS messages stay on the queue after a batch (:func:`sqs_messages_to_keep`),
+  where a stream shard's checkpoint moves (:func:`stream_records_done`), when a rule's one-shot
+  cron fires (:func:`armed_minute`), and when a failed asynchronous invocation is retried
+  (:data:`ASYNC_RETRY_DELAYS_MS`).
 """
 
 from __future__ import annotations
 
 import base64
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
+
+from punctual.core.cron import parse_one_shot_cron
+
+# Lambda's asynchronous invocation (the rule's target): on a function error it retries twice,
+# waiting 1 minute before the first retry and 2 minutes before the second.
+ASYNC_RETRY_DELAYS_MS: tuple[int, ...] = (60_000, 120_000)
 
 
 def sqs_record(msg: dict[str, Any], queue_arn: str, region: str) -> dict[str, Any]:
@@ -74,3 +89,77 @@ def stream_record(rec: dict[str, Any], stream_arn: str, region: str) -> dict[str
     if "userIdentity" in rec:
         out["userIdentity"] = rec["userIdentity"]
     return out
+
+
+def scheduled_event(rule_arn: str, minute_ms: int, event_id: str) -> dict[str, Any]:
+    """The event EventBridge hands a rule's target when its schedule fires for ``minute_ms``."""
+    return {
+        "version": "0",
+        "id": event_id,  # unique per firing; Lambda's retries of the invocation keep it
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": rule_arn.split(":")[4],
+        "time": datetime.fromtimestamp(minute_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": rule_arn.split(":")[3],
+        "resources": [rule_arn],
+        "detail": {},
+    }
+
+
+def armed_minute(rule: Mapping[str, Any]) -> int | None:
+    """The minute (epoch ms) a rule (DescribeRule's answer) fires in; None when it is disabled
+    or its schedule is not a one-shot cron (which fires once, in that minute)."""
+    expr = rule.get("ScheduleExpression")
+    if rule.get("State") != "ENABLED" or not expr:
+        return None
+    try:
+        return parse_one_shot_cron(expr)
+    except ValueError:
+        return None
+
+
+def _reported_failures(result: Any, ids: Sequence[str]) -> set[str] | None:
+    """The identifiers a partial batch response reports failed; None: the response is invalid
+    (``batchItemFailures`` not a list, or naming an unknown or empty identifier), which fails the
+    whole batch. No dict or no ``batchItemFailures``: every record succeeded."""
+    if not isinstance(result, dict):
+        return set()
+    failures = result.get("batchItemFailures")
+    if failures is None:
+        return set()
+    if not isinstance(failures, list):
+        return None
+    out = set()
+    known = set(ids)
+    for f in failures:
+        ident = f.get("itemIdentifier") if isinstance(f, dict) else None
+        if not ident or ident not in known:
+            return None
+        out.add(ident)
+    return out
+
+
+def sqs_messages_to_keep(result: Any, message_ids: Sequence[str], report_failures: bool = True) -> set[str]:
+    """The message ids the SQS event source leaves on the queue after the function returned
+    ``result`` for a batch of ``message_ids`` (it deletes the others). Without
+    ReportBatchItemFailures a returned batch succeeded whole; with it, the ids reported failed
+    stay, and an invalid response keeps the whole batch. (A function error keeps the whole batch
+    too: the caller knows, there is no result.)"""
+    if not report_failures:
+        return set()
+    failed = _reported_failures(result, message_ids)
+    return set(message_ids) if failed is None else failed
+
+
+def stream_records_done(result: Any, sequence_numbers: Sequence[str], report_failures: bool = True) -> int:
+    """How many leading records of a stream batch the function's ``result`` completes: the shard's
+    checkpoint moves past them and the batch is retried from the first failed sequence number
+    (0: all of it, as for an invalid response; the batch's length: it succeeded)."""
+    if not report_failures:
+        return len(sequence_numbers)
+    failed = _reported_failures(result, sequence_numbers)
+    if failed is None:
+        return 0
+    if not failed:
+        return len(sequence_numbers)
+    return min(i for i, seq in enumerate(sequence_numbers) if seq in failed)

@@ -15,7 +15,7 @@ from typing import Any
 from punctual.core.keys import encode_sk
 from punctual.core.models import DelayGroup, DelayMessage
 from punctual.core.usecases.consume import consume
-from punctual.lambda_events import sqs_record
+from punctual.lambda_events import sqs_messages_to_keep, sqs_record
 from tests.support import REGION, Stack
 
 VISIBILITY_TIMEOUT_S = 30  # moto's default for the delay queue
@@ -39,11 +39,12 @@ def receive_event(stack: Stack, max_messages: int = 10) -> dict[str, Any]:
 
 
 def ack(stack: Stack, event: dict[str, Any], response: dict[str, Any]) -> None:
-    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    """Delete what the SQS event source would after ``response`` (ReportBatchItemFailures on)."""
+    keep = sqs_messages_to_keep(response, [r["messageId"] for r in event["Records"]])
     entries = [
         {"Id": str(i), "ReceiptHandle": r["receiptHandle"]}
         for i, r in enumerate(event["Records"])
-        if r["messageId"] not in failed
+        if r["messageId"] not in keep
     ]
     if entries:
         stack.sqs.delete_message_batch(QueueUrl=stack.settings.delay_queue_url, Entries=entries)

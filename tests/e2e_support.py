@@ -21,8 +21,8 @@ The model (parameters of :class:`VirtualAws`, all times virtual):
   failed ones stay in the queue and come back after their visibility timeout (the queue's
   30 s, or what the consumer set with ChangeMessageVisibility); a crash deletes nothing.
 - Poller: a failed invocation (crash or exception) is retried like Lambda retries an
-  asynchronous invocation: twice, 1 and 3 minutes after the failure
-  (:data:`ASYNC_RETRY_DELAYS_MS`).
+  asynchronous invocation: twice, 1 minute after the failure and 2 minutes after the failed
+  retry (:data:`punctual.lambda_events.ASYNC_RETRY_DELAYS_MS`).
 - Editor: a crash (or any exception) retries the same batch at the next step; reported
   failures retry the batch from the first failed record on (Lambda's checkpoint).
 - The functions share the stack's boto3 clients unless :meth:`VirtualAws.isolate` gives one
@@ -52,6 +52,7 @@ from punctual.core.runtime import Deps
 from punctual.core.usecases.consume import consume
 from punctual.core.usecases.poll import poll
 from punctual.core.usecases.process_stream import process_stream
+from punctual.lambda_events import ASYNC_RETRY_DELAYS_MS, armed_minute, stream_records_done
 from tests.consumer_support import ack, queue_arn, to_lambda_record
 from tests.faults import InjectedCrash
 from tests.support import REGION, Stack, StreamReader, client
@@ -60,7 +61,6 @@ STEP_MS = 100
 RECEIVE_LATENCY_MS = 30
 FIRE_OFFSET_MS = 5_000
 VISIBILITY_TIMEOUT_MS = 30_000  # the moto delay queue's (the default); the construct sets 6 x the consumer timeout
-ASYNC_RETRY_DELAYS_MS = (60_000, 180_000)  # Lambda async retries of a failed poller: +1 min, +2 min more
 MAX_STREAM_RETRIES = 50  # a batch retried more often blocks the shard: a test failure
 
 
@@ -105,7 +105,8 @@ class VirtualAws:
         self._retries = 0
         self._fired: set[int] = set()
         self._stream_read = -1
-        self._poll_retries: list[int] = []
+        self._poll_retries: list[int] = []  # when the next retry of a failed poller runs (one at a time)
+        self._poll_retry = 0  # retries of the current invocation so far
 
     def isolate(self, fn: str) -> Deps:
         """Give function ``fn`` ("editor", "consumer" or "poller") boto3 clients of its own."""
@@ -194,12 +195,12 @@ class VirtualAws:
         if out is None:
             self._retry = batch  # a function error: Lambda retries the same batch
         else:
-            failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
             seqs = [r["dynamodb"]["SequenceNumber"] for r in batch]
-            if failed:
-                assert failed <= set(seqs), f"unknown itemIdentifier(s) {failed - set(seqs)}"
-                first = min(i for i, seq in enumerate(seqs) if seq in failed)
-                self._retry = batch[first:]  # checkpoint before the first failure
+            failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
+            assert failed <= set(seqs), f"unknown itemIdentifier(s) {failed - set(seqs)}"
+            done = stream_records_done(out, seqs)
+            if done < len(batch):
+                self._retry = batch[done:]  # checkpoint before the first failure
         if self._retry is not None:
             self._retries += 1
             if self._retries > MAX_STREAM_RETRIES:
@@ -229,11 +230,10 @@ class VirtualAws:
     def _fire_rule(self) -> bool:
         ran = False
         if self._poll_retries and self._poll_retries[0] <= self.now:
-            # Lambda's asynchronous invocation retries a failed poller (twice: ~1 min, ~2 min later).
+            # Lambda's asynchronous invocation retries a failed poller (ASYNC_RETRY_DELAYS_MS).
             self._poll_retries.pop(0)
             ran = True
-            if self._poll():
-                self._poll_retries = []
+            self._poll_or_retry()
         minute = self._armed_minute()
         if minute is None or minute in self._fired or self.now < minute + self.fire_offset_ms:
             return ran
@@ -241,14 +241,18 @@ class VirtualAws:
         if self.now >= minute + MINUTE_MS:
             self.log.violations.append(f"rule armed for {minute} never fired (now {self.now})")
             return ran
-        if not self._poll():
-            self._poll_retries = [self.now + d for d in ASYNC_RETRY_DELAYS_MS]
+        self._poll_retry = 0
+        self._poll_or_retry()
         return True
 
-    def _poll(self) -> bool:
-        """One poller invocation; False if it failed."""
+    def _poll_or_retry(self) -> None:
+        """One attempt of the poller's invocation; a failed one is retried later, while retries last."""
         self.log.polls.append(self.now)
-        return self._invoke("poller", lambda: poll(self.poller)) is not None
+        if self._invoke("poller", lambda: poll(self.poller)) is not None:
+            return
+        if self._poll_retry < len(ASYNC_RETRY_DELAYS_MS):
+            self._poll_retries = [self.now + ASYNC_RETRY_DELAYS_MS[self._poll_retry]]
+            self._poll_retry += 1
 
     def _check_arm(self, params: dict[str, Any], **_: Any) -> None:
         minute = parse_one_shot_cron(params["ScheduleExpression"])
@@ -277,9 +281,7 @@ class VirtualAws:
         from moto.events.models import events_backends
 
         rule = events_backends[DEFAULT_ACCOUNT_ID][REGION].event_buses["default"].rules[self.s.rule_name]
-        if rule.state != "ENABLED":
-            return None
-        return parse_one_shot_cron(rule.scheduled_expression)
+        return armed_minute({"State": rule.state, "ScheduleExpression": rule.scheduled_expression})
 
     def _table(self) -> Any:
         from moto.dynamodb.models import dynamodb_backends

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from punctual.lambda_events import ASYNC_RETRY_DELAYS_MS
+
 
 @dataclass(frozen=True)
 class Models:
@@ -44,7 +46,7 @@ class Models:
     # Delay queue visibility timeout (construct: 6 x the consumer's 30 s timeout).
     delay_visibility_ms: int = 180_000
     # Lambda asynchronous invocation (the poller, from the rule): 2 retries, after 1 and 2 min.
-    async_retry_delays_ms: tuple[int, ...] = (60_000, 120_000)
+    async_retry_delays_ms: tuple[int, ...] = ASYNC_RETRY_DELAYS_MS
     # EventBridge Scheduler one-time schedule: fires within this window after its time.
     scheduler_fire_window_ms: int = 60_000
     # cdk-scheduler: rate(14 minutes) rule, 15-minute window, Query without pagination (1 MB).

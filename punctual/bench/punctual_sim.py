@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 from punctual.core.parallel import lanes, run_in_order
 from punctual.core.retry import seed_jitter
 from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
-from punctual.lambda_events import stream_record
+from punctual.lambda_events import armed_minute, sqs_messages_to_keep, sqs_record, stream_record, stream_records_done
 from punctual.local.filters import passes
 
 from .capacity import PartitionCapacity, get_read_units, is_throttled, query_read_units
@@ -440,19 +440,14 @@ class PunctualSim:
 
     # ---------------------------------------------------------------- the rule -> poller
     def _observe_rule(self, op: str, params: dict[str, Any]) -> None:
-        from punctual.core.cron import parse_one_shot_cron
-
         if op == "PutRule":
             expr, state = params.get("ScheduleExpression"), params.get("State", "ENABLED")
             if (expr, state) == self.rule_current:
                 return  # same schedule re-applied: nothing changes (a pending firing stays)
             self.rule_current = (expr, state)
             self.rule_gen += 1
-            if state != "ENABLED" or expr is None:
-                return
-            try:
-                minute = parse_one_shot_cron(expr)
-            except ValueError:
+            minute = armed_minute({"State": state, "ScheduleExpression": expr})
+            if minute is None:
                 return
             if minute <= self.engine.now - self.engine.now % 60_000:
                 # A one-shot cron for a minute that has begun: assume it never fires (invariant 6).
@@ -550,20 +545,17 @@ class PunctualSim:
             self._esm_fill()
         received_at = self.engine.now
         arn = f"arn:aws:sqs:{REGION}:123456789012:punctual-delay"
-        event = {"Records": [{
-            "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
-            "attributes": dict(m.get("Attributes", {})), "messageAttributes": {}, "md5OfBody": m.get("MD5OfBody"),
-            "eventSource": "aws:sqs", "eventSourceARN": arn, "awsRegion": REGION,
-        } for m in msgs]}
+        event = {"Records": [sqs_record(m, arn, REGION) for m in msgs]}
 
         from punctual.core.usecases.consume import consume
 
         def done(proc: Process) -> None:
             self.esm_inflight -= 1
-            if proc.error is None and isinstance(proc.result, dict):
-                failed = {f.get("itemIdentifier") for f in proc.result.get("batchItemFailures", [])}
+            ids = [m["MessageId"] for m in msgs]
+            if proc.error is None:
+                failed = sqs_messages_to_keep(proc.result, ids)
             else:
-                failed = {m["MessageId"] for m in msgs}
+                failed = set(ids)
                 self.result.counters["consumer_failed_batches"] += 1
             ok = [m for m in msgs if m["MessageId"] not in failed]
             if ok:
@@ -642,14 +634,11 @@ class PunctualSim:
         lane.busy = True
 
         def done(proc: Process) -> None:
-            retry: list[dict[str, Any]] = []
-            if proc.error is not None or not isinstance(proc.result, dict):
+            if proc.error is not None:
                 retry = records
             else:
-                failed = [f.get("itemIdentifier") for f in proc.result.get("batchItemFailures", [])]
-                if failed:
-                    lowest = min(int(x) for x in failed if x is not None)
-                    retry = [r for r in records if int(r["dynamodb"]["SequenceNumber"]) >= lowest]
+                done_upto = stream_records_done(proc.result, [r["dynamodb"]["SequenceNumber"] for r in records])
+                retry = records[done_upto:]
             if retry and attempt < self.m.stream_max_retries:
                 self.result.counters["editor_retries"] += 1
                 self.engine.at(self.engine.now + self.m.stream_retry_delay_ms,

@@ -20,12 +20,22 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-from punctual.core.cron import MINUTE_MS, parse_one_shot_cron
-from punctual.lambda_events import sqs_record, stream_record
+from punctual.core.cron import MINUTE_MS
+from punctual.lambda_events import (
+    ASYNC_RETRY_DELAYS_MS,
+    armed_minute,
+    scheduled_event,
+    sqs_messages_to_keep,
+    sqs_record,
+    stream_record,
+    stream_records_done,
+)
 
 from .filters import passes, sqs_view
 from .invoke import LocalFunction
 from .provision import Mapping, Queue, Rule, Table
+
+ASYNC_RETRY_DELAYS_S = tuple(ms / 1000 for ms in ASYNC_RETRY_DELAYS_MS)
 
 
 def _now_ms() -> int:
@@ -56,26 +66,21 @@ class RuleDriver(Driver):
 
     def __init__(self, rule: Rule, events: Any, targets: list[LocalFunction], log: Any,
                  delay_s: float | None = 2.0, tick_s: float = 0.25,
-                 retry_delays_s: tuple[float, ...] = (60.0, 120.0)):
+                 retry_delays_s: tuple[float, ...] = ASYNC_RETRY_DELAYS_S):
         super().__init__(f"rule:{rule.name}", log)
         self.rule, self.events, self.targets = rule, events, targets
         self.delay_s = delay_s  # None: anywhere in the minute (uniform), like EventBridge
         self.delays_ms: dict[tuple[str, int], int] = {}
         self.tick_s = tick_s
-        self.retry_delays_s = retry_delays_s  # Lambda's asynchronous retries: 1 min, then 2 min
+        self.retry_delays_s = retry_delays_s  # Lambda's asynchronous retries
         self.retries: list[tuple[float, LocalFunction, dict[str, Any], int]] = []
         self.fired: set[tuple[str, int]] = set()
         self.fire_count = 0
 
     def armed(self) -> tuple[str, int] | None:
         desc = self.events.describe_rule(Name=self.rule.name)
-        expr = desc.get("ScheduleExpression")
-        if desc.get("State") != "ENABLED" or not expr:
-            return None
-        try:
-            return expr, parse_one_shot_cron(expr)
-        except ValueError:
-            return None  # not a one-shot cron: not modelled
+        minute = armed_minute(desc)  # None: disabled, or not a one-shot cron (not modelled)
+        return None if minute is None else (desc["ScheduleExpression"], minute)
 
     def run(self) -> None:
         while not self.stop_event.is_set():
@@ -102,17 +107,7 @@ class RuleDriver(Driver):
 
     def fire(self, expr: str, minute_ms: int) -> None:
         self.fire_count += 1
-        event = {
-            "version": "0",
-            "id": f"local-{minute_ms}-{self.fire_count}",  # unique per firing; a retry keeps it
-            "detail-type": "Scheduled Event",
-            "source": "aws.events",
-            "account": self.rule.arn.split(":")[4],
-            "time": datetime.fromtimestamp(minute_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "region": self.rule.arn.split(":")[3],
-            "resources": [self.rule.arn],
-            "detail": {},
-        }
+        event = scheduled_event(self.rule.arn, minute_ms, f"local-{minute_ms}-{self.fire_count}")
         late = _now_ms() - minute_ms
         for fn in self.targets:
             self.log("rule", f"{self.rule.name} {expr} fired {late / 1000:.1f}s into its minute -> {fn.name}")
@@ -141,28 +136,6 @@ class RuleDriver(Driver):
         self.retries = [r for r in self.retries if r[0] > now]
         for _, fn, event, attempt in due:
             self._invoke(fn, event, attempt)
-
-
-def failed_ids(result: Any, ids: list[str], report_failures: bool) -> set[str] | None:
-    """Ids to leave on the queue; None: the whole batch failed (Lambda's rules for partial responses)."""
-    if not report_failures:
-        return set()
-    if result is None:
-        return set()
-    if not isinstance(result, dict):
-        return set()
-    failures = result.get("batchItemFailures")
-    if failures is None:
-        return set()
-    if not isinstance(failures, list):
-        return None
-    out = set()
-    for f in failures:
-        ident = f.get("itemIdentifier") if isinstance(f, dict) else None
-        if not ident or ident not in ids:
-            return None  # an invalid identifier fails the whole batch
-        out.add(ident)
-    return out
 
 
 class SqsDriver(Driver):
@@ -232,14 +205,11 @@ class SqsDriver(Driver):
             ids = [r["messageId"] for r in records]
             try:
                 result = self.fn.invoke(event) if records else None
-                failed = failed_ids(result, ids, self.mapping.report_batch_item_failures)
-                if failed is None:
-                    self.log("sqs", f"{self.fn.name}: invalid batchItemFailures: whole batch left on the queue")
+                keep = sqs_messages_to_keep(result, ids, self.mapping.report_batch_item_failures)
             except Exception as exc:
                 self.errors += 1
                 self.log("sqs", f"{self.fn.name} raised {type(exc).__name__}: {exc}: batch left on the queue")
-                failed = None
-            keep = set(ids) if failed is None else failed
+                keep = set(ids)
             entries = [
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
                 for i, m in enumerate(messages)
@@ -377,11 +347,5 @@ class StreamDriver(Driver):
                 return first if first < half else half + self._invoke_records(batch[half:])
             return 0
         self.records += len(batch)
-        failed = failed_ids(result, seqs, self.mapping.report_batch_item_failures)
-        if failed is None:
-            self.log("stream", f"{self.fn.name}: invalid batchItemFailures: batch retried")
-            return 0
-        if not failed:
-            return len(batch)
-        return min(seqs.index(s) for s in failed)
+        return stream_records_done(result, seqs, self.mapping.report_batch_item_failures)
 

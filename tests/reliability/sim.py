@@ -28,50 +28,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.core import observability as obs
-from punctual.core.cron import MINUTE_MS, parse_one_shot_cron
+from punctual.core.cron import MINUTE_MS
 from punctual.core.runtime import Deps
 from punctual.core.usecases.consume import consume
 from punctual.core.usecases.poll import poll
 from punctual.core.usecases.process_stream import process_stream
+from punctual.lambda_events import (
+    ASYNC_RETRY_DELAYS_MS,
+    armed_minute,
+    sqs_messages_to_keep,
+    sqs_record,
+    stream_records_done,
+)
 from tests.faults import InjectedCrash
+from tests.support import REGION
 
 try:  # real time even under freezegun
     from freezegun.api import real_perf_counter as _wall
 except ImportError:  # pragma: no cover
     from time import perf_counter as _wall
-
-ASYNC_RETRIES = 2
-ASYNC_RETRY_MS = 60_000
-
-
-# ------------------------------------------------------------------ event shapes
-def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": {
-                    "ApproximateReceiveCount": m.get("Attributes", {}).get("ApproximateReceiveCount", "1"),
-                    "SentTimestamp": m.get("Attributes", {}).get("SentTimestamp", "0"),
-                },
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": queue_arn,
-                "awsRegion": "us-east-1",
-            }
-            for m in messages
-        ]
-    }
-
-
-def failed_ids(result: Any) -> set[str]:
-    if isinstance(result, dict):
-        return {f["itemIdentifier"] for f in result.get("batchItemFailures") or []}
-    return set()
-
 
 # ------------------------------------------------------------------ streams
 class MotoStream:
@@ -202,7 +177,7 @@ class World:
         self.received = 0  # delay-queue messages received so far
         self.lose: set[int] = set()  # ... of which these (1-based) are lost
         self.fired: set[int] = set()
-        # (at_ms, retries left, token): Lambda retries an invocation with the same event (its id
+        # (at_ms, retry number, token): Lambda retries an invocation with the same event (its id
         # is the poll's token, usecases/poll.invocation_token)
         self.poller_retries: list[tuple[int, int, str]] = []
         self.poller_firings = 0
@@ -241,21 +216,16 @@ class World:
             self.wall_s[name] += _wall() - t
 
     def armed_minute(self) -> int | None:
-        rule = self.deps.events.describe_rule(Name=self.deps.settings.rule_name)
-        if rule.get("State") != "ENABLED":
-            return None
-        try:
-            return parse_one_shot_cron(rule["ScheduleExpression"])
-        except ValueError:
-            return None
+        return armed_minute(self.deps.events.describe_rule(Name=self.deps.settings.rule_name))
 
-    def run_poller(self, retries_left: int = ASYNC_RETRIES, token: str | None = None) -> bool:
+    def run_poller(self, retry: int = 0, token: str | None = None) -> bool:
+        """One attempt of the rule's asynchronous invocation (``retry`` 0: the first)."""
         if token is None:
             self.poller_firings += 1
             token = f"rule-event-{self.poller_firings}"
         ok, _ = self._invoke("poller", lambda: self.poller(self.deps, token))
-        if not ok and retries_left > 0:
-            self.poller_retries.append((self.now() + ASYNC_RETRY_MS, retries_left - 1, token))
+        if not ok and retry < len(ASYNC_RETRY_DELAYS_MS):
+            self.poller_retries.append((self.now() + ASYNC_RETRY_DELAYS_MS[retry], retry + 1, token))
         return ok
 
     def pump_stream(self) -> bool:
@@ -264,7 +234,7 @@ class World:
             return False
         batch = self.pending_stream[:100]
         ok, result = self._invoke("editor", lambda: self.editor({"Records": batch}, self.deps))
-        if not ok:
+        if not ok:  # a function error: the whole batch is retried
             self.stream_failures += 1
             if self.stream_failures > self.max_stream_retries:
                 # Lambda would give up on the record (MaximumRetryAttempts): a poison record
@@ -273,13 +243,8 @@ class World:
                 self.stream_failures = 0
             return True  # the whole batch is retried
         self.stream_failures = 0
-        failed = failed_ids(result)
-        seqs = [r["dynamodb"].get("SequenceNumber") for r in batch]
-        if failed:
-            first = min(seqs.index(f) for f in failed if f in seqs)
-            self.pending_stream = self.pending_stream[first:]
-        else:
-            self.pending_stream = self.pending_stream[len(batch):]
+        done = stream_records_done(result, [r["dynamodb"].get("SequenceNumber") for r in batch])
+        self.pending_stream = self.pending_stream[done:]
         return True
 
     def pump_consumer(self) -> bool:
@@ -299,10 +264,11 @@ class World:
         msgs = kept
         if not msgs:
             return True
-        ok, result = self._invoke("consumer", lambda: self.consumer(sqs_event(msgs, self.delay_arn), self.deps))
+        event = {"Records": [sqs_record(m, self.delay_arn, REGION) for m in msgs]}
+        ok, result = self._invoke("consumer", lambda: self.consumer(event, self.deps))
         if ok:
-            failed = failed_ids(result)
-            done = [m for m in msgs if m["MessageId"] not in failed]
+            keep = sqs_messages_to_keep(result, [m["MessageId"] for m in msgs])
+            done = [m for m in msgs if m["MessageId"] not in keep]
             if done:
                 self.deps.sqs.delete_message_batch(
                     QueueUrl=s.delay_queue_url,
@@ -328,10 +294,10 @@ class World:
 
     def fire_rule(self) -> bool:
         now = self.now()
-        for at, left, token in list(self.poller_retries):
+        for at, retry, token in list(self.poller_retries):
             if at <= now:
-                self.poller_retries.remove((at, left, token))
-                self.run_poller(left, token)
+                self.poller_retries.remove((at, retry, token))
+                self.run_poller(retry, token)
                 return True
         armed = self.armed_minute()
         if armed is not None and armed not in self.fired and now >= armed + self.fire_offset_ms:
