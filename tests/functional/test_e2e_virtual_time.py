@@ -2,7 +2,7 @@
 the client travel editor -> delay queue -> consumer -> delivery queue, with the poller run
 whenever the armed rule fires; cancellation, crashes at every step, malformed rows.
 
-The AWS model and its latency parameters are in tests/e2e_support.py: deliveries are
+The AWS model and its latency parameters are in tests/virtual_aws.py: deliveries are
 checked against ``step_ms + receive_latency_ms`` (130 ms by default) beyond the later of
 their due time and their insertion.
 """
@@ -16,9 +16,9 @@ import pytest
 
 from punctual.client import PunctualClient
 from punctual.core.models import event_id
-from tests.e2e_support import RECEIVE_LATENCY_MS, STEP_MS, VISIBILITY_TIMEOUT_MS, VirtualAws
 from tests.faults import Faults
 from tests.support import T0_MS
+from tests.virtual_aws import RECEIVE_LATENCY_MS, STEP_MS, VISIBILITY_TIMEOUT_MS, VirtualAws
 
 SECOND, MINUTE, HOUR, DAY = 1000, 60_000, 3_600_000, 86_400_000
 LATENCY = STEP_MS + RECEIVE_LATENCY_MS  # the modelled worst case for a clean delivery
@@ -97,9 +97,8 @@ def check_deliveries(events: list[dict[str, Any]], expected: dict[str, Expected]
                 f"{key}: {e['delivered_at_ms'] - exp.earliest_ms} ms after it could be delivered")
 
 
-def assert_clean(sim: VirtualAws) -> None:
+def assert_clean(sim: VirtualAws, stack) -> None:
     assert sim.log.errors == [] and sim.log.crashes == [] and sim.log.violations == []
-    stack = sim.stack
     assert stack.drain(stack.delay_dlq_url) == [] and stack.drain(stack.delivery_dlq_url) == []
 
 
@@ -108,7 +107,7 @@ def assert_clean(sim: VirtualAws) -> None:
 
 @pytest.mark.parametrize("fire_offset_ms", [2_000, 58_000], ids=["rule-fires-2s-in", "rule-fires-58s-in"])
 def test_every_horizon_raw_and_client_delivered_once_on_time(stack, frozen, fire_offset_ms):
-    sim = VirtualAws(stack, frozen, fire_offset_ms=fire_offset_ms)
+    sim = VirtualAws.over_moto(stack, frozen, fire_offset_ms=fire_offset_ms)
     client = client_of(stack)
     expected: dict[str, Expected] = {}
     for name, offset in HORIZONS.items():
@@ -128,7 +127,7 @@ def test_every_horizon_raw_and_client_delivered_once_on_time(stack, frozen, fire
     for e in got:  # the documented event format
         assert e["id"] == e["key"].split("#", 1)[1] and e["publicationTimestamp"] == e["due_ms"]
         assert e["due"].endswith("Z") and e["delivered_at"].endswith("Z")
-    assert_clean(sim)
+    assert_clean(sim, stack)
     # the far rows came through the rule; the rule stayed idle-ish (no poll storm over 3 days)
     assert 1 <= len(sim.log.polls) <= 8, sim.log.polls
     assert stack.rule()["State"] == "DISABLED"
@@ -138,7 +137,7 @@ def test_every_horizon_raw_and_client_delivered_once_on_time(stack, frozen, fire
 
 
 def test_cancel_and_reschedule_before_the_row_reached_the_delay_queue(stack, frozen):
-    sim = VirtualAws(stack, frozen)
+    sim = VirtualAws.over_moto(stack, frozen)
     client = client_of(stack)
     doomed = client.schedule(T0_MS + 3 * DAY, {"n": "cancelled"}, id="cancelled")
     av, plain = raw_payload("moved")
@@ -153,11 +152,11 @@ def test_cancel_and_reschedule_before_the_row_reached_the_delay_queue(stack, fro
     check_deliveries(got, {moved.key: Expected(moved.key, T0_MS + 20 * SECOND, plain, sim.now)},
                      max_late_ms=LATENCY)
     assert got[0]["lateness_ms"] == 0  # the editor sent it ~1 s early; the consumer waited to the ms
-    assert_clean(sim)
+    assert_clean(sim, stack)
 
 
 def test_cancel_and_reschedule_after_the_row_reached_the_delay_queue(stack, frozen):
-    sim = VirtualAws(stack, frozen)
+    sim = VirtualAws.over_moto(stack, frozen)
     client = client_of(stack)
     doomed = client.schedule(T0_MS + 5 * SECOND, {"n": "cancelled"}, id="cancelled")
     av, plain = raw_payload("moved")
@@ -178,7 +177,7 @@ def test_cancel_and_reschedule_after_the_row_reached_the_delay_queue(stack, froz
     assert all(e["lateness_ms"] == 0 for e in got)
     # the old messages were received at the old time and dropped (acked, not dead-lettered)
     assert sim.log.invocations["consumer"] >= 2
-    assert_clean(sim)
+    assert_clean(sim, stack)
 
 
 # -- 3. a crash at each step of the consumer and of the editor -------------------------------
@@ -235,7 +234,7 @@ def function_faults(sim: VirtualAws, fn: str) -> Faults:
 
 
 def test_clean_run_makes_exactly_these_calls(stack, frozen):
-    sim = VirtualAws(stack, frozen)
+    sim = VirtualAws.over_moto(stack, frozen)
     recorders = {fn: function_faults(sim, fn) for fn in ("editor", "consumer")}
     expected, order = crash_scenario(stack)
     got = sim.settle(HOUR)
@@ -244,12 +243,12 @@ def test_clean_run_makes_exactly_these_calls(stack, frozen):
     check_deliveries(got, expected, max_late_ms=LATENCY)
     assert [e["key"] for e in got] == order
     assert [(r["sk"], r["code"]) for r in sim.log.rejected] == [(BAD_KEY, "payload_not_map")]
-    assert_clean(sim)
+    assert_clean(sim, stack)
 
 
 def test_clean_run_has_no_duplicates_with_the_same_event_id(stack, frozen):
     """Sanity for the assertion below: dedup by event_id finds nothing when nothing crashed."""
-    sim = VirtualAws(stack, frozen)
+    sim = VirtualAws.over_moto(stack, frozen)
     crash_scenario(stack)
     got = sim.settle(HOUR)
     assert len({e["event_id"] for e in got}) == len(got) == 3
@@ -257,7 +256,7 @@ def test_clean_run_has_no_duplicates_with_the_same_event_id(stack, frozen):
 
 @pytest.mark.parametrize(("fn", "when", "op", "nth"), CRASH_POINTS)
 def test_crash_at_each_step_loses_nothing(stack, frozen, fn, when, op, nth):
-    sim = VirtualAws(stack, frozen)
+    sim = VirtualAws.over_moto(stack, frozen)
     faults = function_faults(sim, fn)
     (faults.crash_before if when == "before" else faults.crash_after)(op, nth)
     expected, order = crash_scenario(stack)
@@ -301,7 +300,7 @@ def poller_scenario(stack) -> dict[str, Expected]:
 
 
 def test_poller_clean_run_makes_exactly_these_calls(stack, frozen):
-    sim = VirtualAws(stack, frozen)
+    sim = VirtualAws.over_moto(stack, frozen)
     recorder = function_faults(sim, "poller")
     expected = poller_scenario(stack)
     sim.run_until(T0_MS + 10 * MINUTE)
@@ -309,14 +308,14 @@ def test_poller_clean_run_makes_exactly_these_calls(stack, frozen):
     assert [c.removeprefix("after:") for c in recorder.calls] == POLLER_CALLS
     sim.settle(3 * DAY + HOUR)
     check_deliveries(sim.delivered, expected, max_late_ms=LATENCY)
-    assert_clean(sim)
+    assert_clean(sim, stack)
 
 
 @pytest.mark.parametrize(("when", "op", "nth"), [
     pytest.param(when, op, nth, id=f"poller-{when}-{op}#{nth}")
     for op, nth in numbered(POLLER_CALLS) for when in ("before", "after")])
 def test_poller_crash_at_each_step_loses_nothing(stack, frozen, when, op, nth):
-    sim = VirtualAws(stack, frozen)
+    sim = VirtualAws.over_moto(stack, frozen)
     faults = function_faults(sim, "poller")
     (faults.crash_before if when == "before" else faults.crash_after)(op, nth)
     expected = poller_scenario(stack)
@@ -338,7 +337,7 @@ def test_poller_crash_at_each_step_loses_nothing(stack, frozen, when, op, nth):
 def test_malformed_rows_rejected_with_their_reason_valid_rows_of_the_batch_delivered(stack, frozen):
     from tests.functional.test_editor_stream import MALFORMED, put_item  # the catalogue (>= 15 kinds)
 
-    sim = VirtualAws(stack, frozen)
+    sim = VirtualAws.over_moto(stack, frozen)
     client = client_of(stack)
     expected: dict[str, Expected] = {}
     for name, offset in (("past1h", -HOUR), ("300ms", 300), ("16min", 16 * MINUTE)):
@@ -361,4 +360,4 @@ def test_malformed_rows_rejected_with_their_reason_valid_rows_of_the_batch_deliv
     sim.settle(HOUR)
     check_deliveries(sim.delivered, expected, max_late_ms=LATENCY)
     assert len(sim.log.rejected) == len(MALFORMED), "each rejected once"
-    assert_clean(sim)
+    assert_clean(sim, stack)

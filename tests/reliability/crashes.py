@@ -3,7 +3,7 @@
 For a target handler, a clean run records the AWS calls its first invocation makes
 (:class:`tests.faults.Faults`); then, for each call, a fresh moto stack runs the same
 scenario with the process dying right before / right after that call, and the
-world (:mod:`tests.reliability.sim`) recovers as AWS would: async retries of the
+world (:mod:`tests.virtual_aws`) recovers as AWS would: async retries of the
 poller, redelivery of the consumer's batch after the visibility timeout, stream
 batch retries for the editor, and the rule firing the next polls (orphan check).
 """
@@ -21,7 +21,7 @@ from punctual.core import observability as obs
 from punctual.core.config import Settings
 from punctual.core.keys import encode_sk
 from tests.faults import CrashPoint, Faults, crash_points, fail_points
-from tests.reliability.sim import MotoStream, Outcome, World
+from tests.virtual_aws import Outcome, VirtualAws
 
 T0 = 1_798_761_600_000  # 2027-01-01T00:00:00Z
 START = T0 + 10_000
@@ -52,20 +52,6 @@ class Case:
     fired: list[str]
 
 
-def _moto_next_visible(url: str) -> Callable[[], int | None]:
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.sqs.models import sqs_backends
-
-    name = url.rsplit("/", 1)[-1]
-
-    def peek() -> int | None:
-        queue = sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].queues[name]
-        times = [int(max(m.visible_at, m.delayed_until)) + 1 for m in list(queue._messages)]
-        return min(times) if times else None
-
-    return peek
-
-
 def _targeted(fn: Callable[..., Any], faults: Faults) -> Callable[..., Any]:
     """Run ``fn`` with faults active in every invocation: call counts run across invocations,
     so "the nth call of op" is a point anywhere in the target's whole life in the scenario."""
@@ -79,25 +65,22 @@ def _targeted(fn: Callable[..., Any], faults: Faults) -> Callable[..., Any]:
 
 @contextmanager
 def environment(backend: str, settings: Settings | None = None, start_ms: int = START,
-                fire_offset_ms: int = 5_000) -> Iterator[tuple[World, tuple[Any, ...]]]:
+                fire_offset_ms: int = 5_000) -> Iterator[tuple[VirtualAws, tuple[Any, ...]]]:
     """A fresh Punctual stack at ``start_ms``: ("fake") in memory, or ("moto") moto + freezegun."""
     base = settings or Settings(send_workers=1)
     if backend == "fake":
         from punctual.core.clock import ManualClock
         from punctual.core.runtime import Deps
         from tests.reliability.fakeaws import GatedAws
-        from tests.reliability.sim import FakeStream
 
         clock = ManualClock(start_ms)
         aws = GatedAws(clock)
         s = replace(base, delay_queue_url="q/delay", delivery_queue_url="q/delivery",
                     rejected_queue_url="q/rejected")
         deps = Deps(s, clock, aws.ddb, aws.sqs, aws.events)
-        yield (World(deps, clock.set, FakeStream(aws), next_visible=lambda: aws.next_visible_ms("q/delay"),
-                     fire_offset_ms=fire_offset_ms),
+        yield (VirtualAws.over_fake(deps, aws, clock, fire_offset_ms=fire_offset_ms),
                (aws.ddb, aws.sqs, aws.events))
         return
-    import boto3
     from freezegun import freeze_time
     from moto import mock_aws
 
@@ -105,18 +88,12 @@ def environment(backend: str, settings: Settings | None = None, start_ms: int = 
 
     with freeze_time(datetime.fromtimestamp(start_ms / 1000, tz=UTC)) as frozen, mock_aws():
         stack = make_stack(base, clock=FreezegunClock(frozen))
-        world = World(
-            stack.deps,
-            lambda ms: frozen.move_to(datetime.fromtimestamp(ms / 1000, tz=UTC)),
-            MotoStream(boto3.client("dynamodbstreams", region_name="us-east-1"), stack.ddb,
-                       stack.settings.table_name),
-            next_visible=_moto_next_visible(stack.settings.delay_queue_url),
-            fire_offset_ms=fire_offset_ms,
-        )
+        world = VirtualAws.over_moto(stack, frozen, fire_offset_ms=fire_offset_ms, step_ms=1,
+                                     receive_latency_ms=0)
         yield world, (stack.ddb, stack.sqs, stack.events)
 
 
-def put_row(world: World, sk: str, payload: dict[str, str]) -> None:
+def put_row(world: VirtualAws, sk: str, payload: dict[str, str]) -> None:
     s = world.deps.settings
     world.deps.ddb.put_item(TableName=s.table_name, Item={
         "pk": {"S": s.partition_for_key(sk)}, "sk": {"S": sk},
@@ -145,9 +122,9 @@ def run_case(target: str, point: CrashPoint | None, backend: str = "fake",
             put_row(world, BAD_SK, {"task": "bad"})
             ready = {sk: max(due, START) for sk, due in expected.items()}
             if target != "editor":
-                world.stream.poll()  # the inserts' stream records: not the subject here
+                world.skip_stream()  # the inserts' stream records: not the subject here
                 world.run_poller()  # as if the rule fired now (crashes here when target == "poller")
-            world.run(HORIZON)
+            world.run_until(HORIZON, stop=world.idle)
             out = world.outcome(expected, ready=ready)
             out.__dict__["delay_messages"] = world.received
             faults.detach(*clients)
@@ -245,8 +222,6 @@ def run_items(items: list[dict[str, Any]], expected: dict[str, int], backend: st
               settings: Settings | None = None, horizon_ms: int = HORIZON, start_ms: int = START,
               fire_offset_ms: int = 5_000) -> ItemsRun:
     """Write raw items (DynamoDB JSON) at START, let the whole system run, report what came out."""
-    import json
-
     log = io.StringIO()
     obs.set_stream(log)
     try:
@@ -254,22 +229,13 @@ def run_items(items: list[dict[str, Any]], expected: dict[str, int], backend: st
             s = world.deps.settings
             for item in items:
                 world.deps.ddb.put_item(TableName=s.table_name, Item=item)
-            world.run(horizon_ms)
-            rejected = []
-            while True:
-                resp = world.deps.sqs.receive_message(QueueUrl=s.rejected_queue_url, MaxNumberOfMessages=10,
-                                                      WaitTimeSeconds=0)
-                msgs = resp.get("Messages", [])
-                if not msgs:
-                    break
-                for m in msgs:
-                    rejected.append(json.loads(m["Body"]))
-                    world.deps.sqs.delete_message(QueueUrl=s.rejected_queue_url, ReceiptHandle=m["ReceiptHandle"])
+            world.run_until(horizon_ms, stop=world.idle)
+            rejected = list(world.log.rejected)
             remaining = world.deps.ddb.scan(TableName=s.table_name).get("Items", []) if backend == "moto" else [
                 v for v in world.deps.ddb._aws.items.values()]
             ready = {sk: max(due, start_ms) for sk, due in expected.items()}
             return ItemsRun(world.outcome(expected, ready=ready), rejected, log.getvalue(), remaining,
-                            dict(world.wall_s), dict(world.invocations))
+                            dict(world.log.wall_s), dict(world.log.invocations))
     finally:
         obs.set_stream(None)
 
@@ -296,7 +262,7 @@ def calls_by_handler() -> dict[str, set[str]]:
                 for r in rows:
                     world.deps.ddb.put_item(TableName=s.table_name, Item=r)
                 if not editor_on:
-                    world.stream.poll()
+                    world.skip_stream()
                 world.run_poller()
                 # turns invalid after it was sent: the consumer meets it
                 world.deps.ddb.put_item(TableName=s.table_name, Item={
@@ -306,8 +272,8 @@ def calls_by_handler() -> dict[str, set[str]]:
                 world.deps.ddb.delete_item(TableName=s.table_name, Key={
                     "pk": {"S": s.partition_for("beyond")}, "sk": {"S": encode_sk(ROWS["beyond"], "beyond")}})
                 if not editor_on:
-                    world.stream.poll()
-                world.run(HORIZON)
+                    world.skip_stream()
+                world.run_until(HORIZON, stop=world.idle)
                 for t in TARGETS:
                     seen[t] |= set(recorders[t].trace)
                     recorders[t].detach(*clients)

@@ -30,7 +30,7 @@ from punctual.core.usecases.poll import poll
 from punctual.core.usecases.process_stream import process_stream
 from tests.reliability.fakeaws import GatedAws
 from tests.reliability.interleave import Interleaver
-from tests.reliability.sim import FakeStream, World
+from tests.virtual_aws import VirtualAws
 
 T0 = 1_798_761_600_000  # 2027-01-01T00:00:00Z
 DAY = 86_400_000
@@ -177,8 +177,8 @@ def check_arming(ctx: Ctx) -> None:
 
 def run_scenario(start: int, pre: list[int], acts: list[tuple], data, s: Settings = SETTINGS) -> Ctx:
     ctx = make_ctx(start, s)
-    world = World(ctx.deps, ctx.clock.set, FakeStream(ctx.aws), next_visible=lambda: ctx.aws.next_visible_ms("q/delay"),
-                  fire_offset_ms=data.draw(st.sampled_from([0, 1_000, 30_000, 59_999]), label="fire offset"))
+    fire_offset_ms = data.draw(st.sampled_from([0, 1_000, 30_000, 59_999]), label="fire offset")
+    world = VirtualAws.over_fake(ctx.deps, ctx.aws, ctx.clock, fire_offset_ms=fire_offset_ms)
     # steady state before the race: pre-existing rows, written and processed
     for off in pre:
         insert(ctx, start + off)()
@@ -214,8 +214,8 @@ def run_scenario(start: int, pre: list[int], acts: list[tuple], data, s: Setting
             raise a.error
     check_arming(ctx)
     race_end = ctx.clock.now_ms()
-    world.stream.pos = len(ctx.aws.stream)  # the race's stream records were handed to the editor directly
-    world.run(race_end + 3 * DAY)
+    world.skip_stream()  # the race's stream records were handed to the editor directly
+    world.run_until(race_end + 3 * DAY, stop=world.idle)
     out = world.outcome(ctx.expected, ctx.cancelled,
                         ready={k: max(v, race_end) for k, v in ctx.ready.items()})
     assert not out.errors, out.errors

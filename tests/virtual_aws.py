@@ -1,0 +1,537 @@
+"""AWS in virtual time: the tests' one harness around Punctual's real use cases.
+
+It does what Lambda's event sources, SQS and EventBridge do around the functions, with
+Lambda's rules from :mod:`punctual.lambda_events` (the same as the local stack's drivers and the
+benchmark's simulator use), over either backend through the same API calls:
+
+- **moto** (:meth:`VirtualAws.over_moto`: the ``stack`` fixture under freezegun), with moto's
+  state read directly where an API call would only cost time (what is visible when, whether a
+  queue or the stream has anything new);
+- **the in-memory fake** (:meth:`VirtualAws.over_fake`: :class:`tests.reliability.fakeaws.GatedAws`
+  and a manual clock), for the crash matrix and the property tests.
+
+The model, all times virtual:
+
+- ``step_ms``: the grid on which the event sources poll. A message made visible at ``t`` reaches
+  the consumer at the first step at or after ``t``; a failed stream batch is retried at the next
+  step. ``receive_latency_ms``: from the receive to the consumer's code running (the clock moves
+  this much first). The e2e tests keep the defaults (:data:`STEP_MS` 100 ms,
+  :data:`RECEIVE_LATENCY_MS` 30 ms: a clean delivery is at most 130 ms late); the reliability
+  tests use 1 ms and 0 (lateness is then the handlers' own).
+- **stream -> editor**: records in order, :data:`STREAM_BATCH_SIZE` per batch, through the
+  construct's filter criteria (``EDITOR_STREAM_FILTERS``; filtered-out records count as done); a
+  function error retries the whole batch, a partial response retries from the first failed
+  record; after ``max_stream_retries`` (the construct's ``EDITOR_RETRY_ATTEMPTS``) the first
+  record is dropped and recorded in ``errors``.
+- **delay queue -> consumer**: up to 10 visible messages per batch; what the answer does not
+  report failed is deleted; a crash deletes nothing (the batch comes back after the visibility
+  timeout, or what the consumer set). ``lose`` drops the n-th received messages (SQS lost them).
+- **rule -> poller**: the armed one-shot cron fires ``fire_offset_ms`` into its minute, once; a
+  failed invocation is retried with the same event (``ASYNC_RETRY_DELAYS_MS``). Arming a minute
+  that has begun, or a minute passing unfired while the world ran, is a violation
+  (``violations``). A minute that passed while the caller moved the clock (the race tests advance
+  it between actors) fires at the next step, as EventBridge would have fired it meanwhile.
+- Delivery and rejected queues are drained after every step (deliveries keep SQS's
+  SentTimestamp).
+- Between steps at which nothing can happen, time jumps to the next instant something can.
+
+Everything is single-threaded: while the consumer waits in-process, nothing else runs. The
+use cases are imported at the top and held as ``editor`` / ``consumer`` / ``poller``; the crash
+matrix wraps one of them, nothing swaps in a stand-in. ``InjectedCrash`` is counted in
+``crashes``; any other exception escaping a use case is recorded in ``errors``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from punctual.core.cron import MINUTE_MS, parse_one_shot_cron
+from punctual.core.runtime import Deps
+from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
+from punctual.core.usecases.consume import consume
+from punctual.core.usecases.poll import poll
+from punctual.core.usecases.process_stream import process_stream
+from punctual.lambda_events import (
+    ASYNC_RETRY_DELAYS_MS,
+    armed_minute,
+    sqs_messages_to_keep,
+    sqs_record,
+    stream_record,
+    stream_records_done,
+)
+from punctual.local.filters import passes
+from tests.faults import InjectedCrash
+from tests.support import REGION, Stack, StreamReader, client
+
+try:  # real time even under freezegun
+    from freezegun.api import real_perf_counter as _wall
+except ImportError:  # pragma: no cover
+    from time import perf_counter as _wall
+
+STEP_MS = 100
+RECEIVE_LATENCY_MS = 30
+FIRE_OFFSET_MS = 5_000
+VISIBILITY_TIMEOUT_MS = 30_000  # the moto delay queue's (the default); the construct sets 6 x the consumer timeout
+STREAM_BATCH_SIZE = 100  # the construct's editor BatchSize
+MAX_STREAM_RETRIES = 10  # the construct's EDITOR_RETRY_ATTEMPTS
+FUNCTIONS = ("editor", "consumer", "poller")
+_MAX_ROUNDS = 1_000  # work at one instant beyond this is a runaway loop
+
+
+# ------------------------------------------------------------------ what came out
+@dataclass
+class Delivery:
+    event: dict[str, Any]
+    sent_ms: int  # when SQS accepted it (SentTimestamp)
+
+    @property
+    def key(self) -> str:
+        return str(self.event["key"])
+
+
+@dataclass
+class Outcome:
+    expected: dict[str, int]  # sk -> due_ms of every row that must be delivered
+    deliveries: list[Delivery]
+    cancelled: set[str] = field(default_factory=set)
+    crashes: int = 0
+    errors: list[str] = field(default_factory=list)
+    # sk -> earliest time it could be delivered (max(due, when it was written)): lateness is measured from it
+    ready: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def by_key(self) -> dict[str, list[Delivery]]:
+        out: dict[str, list[Delivery]] = defaultdict(list)
+        for d in self.deliveries:
+            out[d.key].append(d)
+        return out
+
+    @property
+    def lost(self) -> list[str]:
+        got = self.by_key
+        return sorted(k for k in self.expected if not got.get(k))
+
+    @property
+    def early(self) -> list[str]:
+        return sorted({d.key for d in self.deliveries
+                       if d.sent_ms < d.event["due_ms"] or d.event["delivered_at_ms"] < d.event["due_ms"]})
+
+    @property
+    def duplicates(self) -> int:
+        return sum(len(v) - 1 for v in self.by_key.values())
+
+    @property
+    def unexpected(self) -> list[str]:
+        """Deliveries of rows that were cancelled / rescheduled away or never existed."""
+        return sorted(k for k in self.by_key if k not in self.expected)
+
+    @property
+    def split_ids(self) -> list[str]:
+        """Keys whose duplicates do not share one event id."""
+        return sorted(k for k, v in self.by_key.items() if len({d.event["event_id"] for d in v}) != 1)
+
+    @property
+    def max_lateness_ms(self) -> int:
+        firsts = [min(v, key=lambda d: d.sent_ms) for v in self.by_key.values()]
+        return max((d.sent_ms - max(d.event["due_ms"], self.ready.get(d.key, 0)) for d in firsts), default=0)
+
+    def row(self, name: str) -> dict[str, Any]:
+        """One line of the crash matrix."""
+        return {"crash point": name, "delivered": len(self.by_key), "expected": len(self.expected),
+                "dup": self.duplicates, "lost": len(self.lost), "early": len(self.early),
+                "unexpected": len(self.unexpected), "split ids": len(self.split_ids),
+                "max late ms": self.max_lateness_ms, "crashes": self.crashes}
+
+
+@dataclass
+class Log:
+    deliveries: list[Delivery] = field(default_factory=list)  # delivery-queue messages, in order
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # rejected-queue bodies
+    crashes: list[str] = field(default_factory=list)  # "consumer: crash after X #1"
+    errors: list[str] = field(default_factory=list)  # unexpected exceptions out of a use case, dropped records
+    violations: list[str] = field(default_factory=list)  # modelled-AWS invariants broken
+    polls: list[int] = field(default_factory=list)  # virtual start time of each poller attempt
+    invocations: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
+    wall_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0.0))  # real seconds
+
+    @property
+    def delivered(self) -> list[dict[str, Any]]:
+        """The delivered events, in order."""
+        return [d.event for d in self.deliveries]
+
+
+# ------------------------------------------------------------------ the backends' shortcuts
+class _MotoView:
+    """moto's state, read directly (API calls cost ~10 ms each; these are free)."""
+
+    def __init__(self, stack: Stack, frozen: Any):
+        self.stack, self.frozen = stack, frozen
+        self.reader = StreamReader(stack)
+        self._stream_read = -1
+
+    def set_time(self, ms: int) -> None:
+        self.frozen.move_to(datetime.fromtimestamp(ms / 1000, tz=UTC))
+
+    def _backend(self, service: str) -> Any:
+        from moto.core import DEFAULT_ACCOUNT_ID
+
+        if service == "sqs":
+            from moto.sqs.models import sqs_backends as backends
+        elif service == "events":
+            from moto.events.models import events_backends as backends
+        else:
+            from moto.dynamodb.models import dynamodb_backends as backends
+        return backends[DEFAULT_ACCOUNT_ID][REGION]
+
+    def _queue(self, url: str) -> Any:
+        return self._backend("sqs").queues[url.rsplit("/", 1)[-1]]
+
+    def new_stream_records(self) -> list[dict[str, Any]]:
+        table = self._backend("dynamodb").tables[self.stack.settings.table_name]
+        written = len(table.stream_shard.items)
+        if written == self._stream_read:  # skip the two stream API calls when nothing was written
+            return []
+        self._stream_read = written
+        return self.reader.records()
+
+    def next_visible_ms(self, url: str) -> int | None:
+        """When moto will next hand out a message of ``url`` (delay over and visible)."""
+        return min((max(int(m.delayed_until), int(m.visible_at) + 1) for m in self._queue(url)._messages),
+                   default=None)
+
+    def has_messages(self, url: str) -> bool:
+        return bool(self._queue(url)._messages)
+
+    def armed_minute(self) -> int | None:
+        rule = self._backend("events").event_buses["default"].rules[self.stack.settings.rule_name]
+        return armed_minute({"State": rule.state, "ScheduleExpression": rule.scheduled_expression})
+
+
+class _FakeView:
+    """:class:`tests.reliability.fakeaws.GatedAws`'s state (its calls are free, but not gated)."""
+
+    def __init__(self, aws: Any, clock: Any):
+        self.aws, self.clock = aws, clock
+        self.read = 0
+
+    def set_time(self, ms: int) -> None:
+        self.clock.set(ms)
+
+    def new_stream_records(self) -> list[dict[str, Any]]:
+        records = self.aws.stream[self.read:]
+        self.read = len(self.aws.stream)
+        return [stream_record(r, r.get("eventSourceARN", ""), REGION) for r in records]
+
+    def next_visible_ms(self, url: str) -> int | None:
+        return self.aws.next_visible_ms(url)
+
+    def has_messages(self, url: str) -> bool:
+        return bool(self.aws.queue(url))
+
+    def armed_minute(self) -> int | None:
+        return self.aws.armed
+
+
+# ------------------------------------------------------------------ the harness
+class VirtualAws:
+    """See the module docstring. ``step`` / ``run_until`` / ``run_for`` / ``settle`` advance time."""
+
+    def __init__(self, deps: Deps, view: _MotoView | _FakeView, *, fire_offset_ms: int = FIRE_OFFSET_MS,
+                 step_ms: int = STEP_MS, receive_latency_ms: int = RECEIVE_LATENCY_MS,
+                 max_stream_retries: int = MAX_STREAM_RETRIES, on_invoke: Callable[[str], None] | None = None):
+        if not 0 <= fire_offset_ms < MINUTE_MS:
+            raise ValueError("fire_offset_ms must be within the minute")
+        if step_ms < 1:
+            raise ValueError("step_ms must be at least 1")
+        self.deps, self.view = deps, view
+        self.s = deps.settings
+        self.fire_offset_ms, self.step_ms, self.receive_latency_ms = fire_offset_ms, step_ms, receive_latency_ms
+        self.max_stream_retries, self.on_invoke = max_stream_retries, on_invoke
+        # the real use cases; the crash matrix wraps one of them, nothing swaps it out
+        self.editor, self.consumer, self.poller = process_stream, consume, poll
+        self.deps_of: dict[str, Deps] = dict.fromkeys(FUNCTIONS, deps)
+        self.log = Log()
+        self.origin = self.now
+        self.lose: set[int] = set()  # the n-th (1-based) received delay-queue messages SQS loses
+        self.received = 0  # delay-queue messages received so far
+        self._delay_arn = self._queue_arn(self.s.delay_queue_url)
+        self._stream: list[dict[str, Any]] = []  # read from the stream, not yet done
+        self._stream_retry_at: int | None = None  # a failed batch waits for this instant
+        self._stream_failures = 0
+        self._fired: set[int] = set()
+        self._watched_until = self.now  # the last instant a step ran; the caller may move time on
+        self._firings = 0
+        self._poll_retry: tuple[int, int, str] | None = None  # (at_ms, retry number, the invocation's token)
+        self._watch_put_rule(deps)
+
+    @classmethod
+    def over_moto(cls, stack: Stack, frozen: Any, **kw: Any) -> VirtualAws:
+        """Over the moto ``stack`` under freezegun ``frozen``."""
+        return cls(stack.deps, _MotoView(stack, frozen), **kw)
+
+    @classmethod
+    def over_fake(cls, deps: Deps, aws: Any, clock: Any, **kw: Any) -> VirtualAws:
+        """Over a :class:`~tests.reliability.fakeaws.GatedAws` ``aws`` and its manual ``clock``."""
+        kw.setdefault("step_ms", 1)
+        kw.setdefault("receive_latency_ms", 0)
+        return cls(deps, _FakeView(aws, clock), **kw)
+
+    def isolate(self, fn: str) -> Deps:
+        """Give function ``fn`` boto3 clients of its own (moto), so that faults registered on them
+        touch neither the other functions nor the harness."""
+        if fn not in FUNCTIONS:
+            raise ValueError(fn)
+        deps = Deps(settings=self.s, clock=self.deps.clock, ddb=client("dynamodb"), sqs=client("sqs"),
+                    events=client("events"))
+        self._watch_put_rule(deps)
+        self.deps_of[fn] = deps
+        return deps
+
+    # -- shortcuts ------------------------------------------------------------------------
+    @property
+    def now(self) -> int:
+        return self.deps.clock.now_ms()
+
+    @property
+    def delivered(self) -> list[dict[str, Any]]:
+        return self.log.delivered
+
+    def skip_stream(self) -> None:
+        """Forget the stream records written so far (set-up rows the editor must not see)."""
+        self.view.new_stream_records()
+        self._stream = []
+
+    # -- running ------------------------------------------------------------------------
+    def step(self) -> bool:
+        """Everything that happens at the current instant; True if anything ran."""
+        busy = False
+        for _ in range(_MAX_ROUNDS):
+            ran = self._run_editor()
+            ran = self._run_consumer() or ran
+            ran = self._fire_rule() or ran
+            if not ran:
+                break
+            busy = True
+        else:
+            raise AssertionError(f"still busy after {_MAX_ROUNDS} rounds at {self.now}: a runaway loop")
+        self._collect()
+        self._watched_until = self.now
+        return busy
+
+    def run_until(self, end_ms: int, stop: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
+        """Run to ``end_ms`` (or until ``stop()`` holds after a step); returns the new deliveries."""
+        first = len(self.log.deliveries)
+        while True:
+            self.step()
+            if self.now >= end_ms or (stop is not None and stop()):
+                break
+            self._move_to(self._next_instant(end_ms))
+        return self.log.delivered[first:]
+
+    def run_for(self, ms: int) -> list[dict[str, Any]]:
+        return self.run_until(self.now + ms)
+
+    def settle(self, max_ms: int) -> list[dict[str, Any]]:
+        """Run until nothing is pending, at most ``max_ms``; asserts it got there."""
+        got = self.run_until(self.now + max_ms, stop=self.idle)
+        assert self.idle(), f"not idle after {max_ms} ms: {self.pending()}"
+        return got
+
+    def idle(self) -> bool:
+        return not any(self.pending().values())
+
+    def pending(self) -> dict[str, Any]:
+        """What is still in the system: task rows, delay-queue messages, an armed rule, stream
+        records read but not done, a poller retry."""
+        return {
+            "rows": self.pending_rows(),
+            "delay_messages": self.view.has_messages(self.s.delay_queue_url),
+            "armed_minute": self.view.armed_minute(),
+            "stream": len(self._stream),
+            "poller_retry": self._poll_retry,
+        }
+
+    def pending_rows(self) -> int:
+        total = 0
+        for pk in self.s.partitions:
+            resp = self.deps.ddb.query(TableName=self.s.table_name, KeyConditionExpression="pk = :p",
+                                       ExpressionAttributeValues={":p": {"S": pk}}, Select="COUNT",
+                                       ConsistentRead=True)
+            total += resp.get("Count", len(resp.get("Items", [])))
+        return total
+
+    def outcome(self, expected: dict[str, int], cancelled: set[str] | None = None,
+                ready: dict[str, int] | None = None) -> Outcome:
+        return Outcome(expected, list(self.log.deliveries), cancelled or set(), len(self.log.crashes),
+                       list(self.log.errors), dict(ready or {}))
+
+    # -- functions ------------------------------------------------------------------------
+    def _invoke(self, name: str, fn: Callable[[], Any]) -> tuple[bool, Any]:
+        self.log.invocations[name] += 1
+        if self.on_invoke:
+            self.on_invoke(name)
+        t = _wall()
+        try:
+            return True, fn()
+        except InjectedCrash as exc:
+            self.log.crashes.append(f"{name}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - Lambda would retry; the test decides whether that is fine
+            self.log.errors.append(f"{name}: {type(exc).__name__}: {str(exc)[:300]}")
+        finally:
+            self.log.wall_s[name] += _wall() - t
+        return False, None
+
+    def _run_editor(self) -> bool:
+        """One stream batch, if one is ready."""
+        if self._stream_retry_at is not None and self.now < self._stream_retry_at:
+            return False
+        self._stream += self.view.new_stream_records()
+        batch = self._stream[:STREAM_BATCH_SIZE]
+        if not batch:
+            return False
+        passing = [i for i, r in enumerate(batch) if passes(EDITOR_STREAM_FILTERS, r)]
+        done = len(batch)
+        if passing:
+            records = [batch[i] for i in passing]
+            ok, out = self._invoke("editor", lambda: self.editor({"Records": records}, self.deps_of["editor"]))
+            upto = stream_records_done(out, [r["dynamodb"]["SequenceNumber"] for r in records]) if ok else 0
+            done = len(batch) if upto >= len(records) else passing[upto]
+        if done >= len(batch):
+            self._stream = self._stream[len(batch):]
+            self._stream_retry_at, self._stream_failures = None, 0
+            return True
+        self._stream = self._stream[done:]  # the checkpoint: retried from the first failed record
+        self._stream_failures += 1
+        if self._stream_failures > self.max_stream_retries:  # Lambda gives up on it (MaximumRetryAttempts)
+            bad = self._stream.pop(0)
+            self.log.errors.append(f"editor: stream record dropped after {self.max_stream_retries} retries: "
+                                   f"{bad['dynamodb'].get('Keys')}")
+            self._stream_failures = 0
+        self._stream_retry_at = self.now + self.step_ms
+        return True
+
+    def _run_consumer(self) -> bool:
+        """Every delay-queue batch visible now."""
+        url = self.s.delay_queue_url
+        ran = False
+        while True:
+            visible = self.view.next_visible_ms(url)
+            if visible is None or visible > self.now:
+                return ran
+            msgs = self.deps.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                                 AttributeNames=["All"]).get("Messages", [])
+            if not msgs:
+                return ran
+            ran = True
+            kept = []
+            for m in msgs:
+                self.received += 1
+                if self.received in self.lose:  # SQS lost it: gone, nobody sees it
+                    self.deps.sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+                else:
+                    kept.append(m)
+            if not kept:
+                continue
+            event = {"Records": [sqs_record(m, self._delay_arn, REGION) for m in kept]}
+            if self.receive_latency_ms:
+                self.deps.clock.sleep_ms(self.receive_latency_ms)
+            ok, out = self._invoke("consumer", lambda ev=event: self.consumer(ev, self.deps_of["consumer"]))
+            if not ok:
+                continue  # a crash: nothing is deleted, the batch comes back after its visibility timeout
+            keep = sqs_messages_to_keep(out, [m["MessageId"] for m in kept])
+            entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                       for i, m in enumerate(kept) if m["MessageId"] not in keep]
+            if entries:
+                self.deps.sqs.delete_message_batch(QueueUrl=url, Entries=entries)
+
+    def _fire_rule(self) -> bool:
+        if self._poll_retry is not None and self._poll_retry[0] <= self.now:
+            _, retry, token = self._poll_retry
+            self._poll_retry = None
+            self.run_poller(retry, token)
+            return True
+        minute = self.view.armed_minute()
+        if minute is None or minute in self._fired or self.now < minute + self.fire_offset_ms:
+            return False
+        self._fired.add(minute)
+        if minute + MINUTE_MS <= self._watched_until:  # the minute ended while the world ran
+            self.log.violations.append(f"rule armed for {minute} never fired (now {self.now})")
+            return False
+        self.run_poller()
+        return True
+
+    def run_poller(self, retry: int = 0, token: str | None = None) -> bool:
+        """One attempt of the rule's asynchronous invocation (``retry`` 0: the first); False if it
+        failed (Lambda then retries it with the same event, while retries last)."""
+        if token is None:
+            self._firings += 1
+            token = f"rule-event-{self._firings}"
+        self.log.polls.append(self.now)
+        ok, _ = self._invoke("poller", lambda: self.poller(self.deps_of["poller"], token))
+        if not ok and retry < len(ASYNC_RETRY_DELAYS_MS):
+            self._poll_retry = (self.now + ASYNC_RETRY_DELAYS_MS[retry], retry + 1, token)
+        return ok
+
+    def _watch_put_rule(self, deps: Deps) -> None:
+        deps.events.meta.events.register("provide-client-params.events.PutRule", self._check_arm)
+
+    def _check_arm(self, params: dict[str, Any], **_: Any) -> None:
+        minute = parse_one_shot_cron(params["ScheduleExpression"])
+        if minute <= self.now:
+            self.log.violations.append(f"PutRule at {self.now} for minute {minute}, which has begun")
+
+    def _queue_arn(self, url: str) -> str:
+        try:
+            return str(self.deps.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
+                "Attributes"]["QueueArn"])
+        except Exception:  # noqa: BLE001 - the fake has no ARNs
+            return f"arn:aws:sqs:{REGION}:123456789012:" + url.rsplit("/", 1)[-1]
+
+    def _collect(self) -> None:
+        for m in self._drain(self.s.delivery_queue_url):
+            sent = int(m.get("Attributes", {}).get("SentTimestamp", self.now))
+            self.log.deliveries.append(Delivery(json.loads(m["Body"]), sent))
+        self.log.rejected += [json.loads(m["Body"]) for m in self._drain(self.s.rejected_queue_url)]
+
+    def _drain(self, url: str) -> list[dict[str, Any]]:
+        """Every message of a (never delayed) queue: calls SQS only when there are some."""
+        out: list[dict[str, Any]] = []
+        while self.view.has_messages(url):
+            msgs = self.deps.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                                 AttributeNames=["All"]).get("Messages", [])
+            if not msgs:
+                break
+            self.deps.sqs.delete_message_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
+            out += msgs
+        return out
+
+    # -- time ---------------------------------------------------------------------------
+    def _grid_at_or_after(self, t: int) -> int:
+        k = -(-(t - self.origin) // self.step_ms)
+        return self.origin + k * self.step_ms
+
+    def _next_instant(self, end_ms: int) -> int:
+        now = self.now
+        soonest = now + 1
+        candidates = [end_ms]
+        if self._stream:
+            candidates.append(max(self._stream_retry_at or soonest, soonest))
+        visible = self.view.next_visible_ms(self.s.delay_queue_url)
+        if visible is not None:
+            candidates.append(max(self._grid_at_or_after(visible), soonest))
+        minute = self.view.armed_minute()
+        if minute is not None and minute not in self._fired:
+            candidates.append(max(minute + self.fire_offset_ms, soonest))
+        if self._poll_retry is not None:
+            candidates.append(max(self._poll_retry[0], soonest))
+        return min(candidates)
+
+    def _move_to(self, t: int) -> None:
+        if t > self.now:
+            self.view.set_time(t)
