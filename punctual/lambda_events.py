@@ -8,9 +8,11 @@ time passes:
   record -> a DynamoDB stream event record (binary attribute values as base64 text); a rule's
   firing -> a Scheduled Event;
 - answers: which SQS messages stay on the queue after a batch (:func:`sqs_messages_to_keep`),
-  where a stream shard's checkpoint moves (:func:`stream_records_done`), when a rule's one-shot
+  where a stream shard's checkpoint moves (:func:`stream_records_done`, through the filter:
+  :func:`filtered_batch_done`), when a rule's one-shot
   cron fires (:func:`armed_minute`), and when a failed asynchronous invocation is retried
-  (:data:`ASYNC_RETRY_DELAYS_MS`).
+  (:data:`ASYNC_RETRY_DELAYS_MS`);
+- an instance dying mid-invocation, as fault injectors raise it (:class:`InjectedCrash`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from punctual.core.cron import parse_one_shot_cron
+
+
+class InjectedCrash(BaseException):
+    """The function's instance died mid-invocation, at a point a fault injector chose (the
+    benchmark's faults scenario, tests/faults.py). A BaseException, so no handler's
+    ``except Exception`` can swallow it: Lambda sees a failed invocation, nothing after it runs."""
+
 
 # Lambda's asynchronous invocation (the rule's target): on a function error it retries twice,
 # waiting 1 minute before the first retry and 2 minutes before the second.
@@ -163,3 +172,13 @@ def stream_records_done(result: Any, sequence_numbers: Sequence[str], report_fai
     if not failed:
         return len(sequence_numbers)
     return min(i for i, seq in enumerate(sequence_numbers) if seq in failed)
+
+
+def filtered_batch_done(passing: Sequence[int], batch_len: int, passing_done: int) -> int:
+    """How many leading records of a stream batch of ``batch_len`` are done when the function was
+    invoked with only the records at positions ``passing`` (the mapping's filter criteria; the
+    others count as processed) and completed the first ``passing_done`` of them
+    (:func:`stream_records_done`): the checkpoint stops at the first passing record not done."""
+    if passing_done >= len(passing):
+        return batch_len
+    return passing[passing_done]

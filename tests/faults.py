@@ -17,9 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-
-class InjectedCrash(BaseException):
-    """The function instance died at this point."""
+from punctual.lambda_events import InjectedCrash
 
 
 class Faults:

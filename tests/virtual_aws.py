@@ -58,14 +58,15 @@ from punctual.core.usecases.poll import poll
 from punctual.core.usecases.process_stream import process_stream
 from punctual.lambda_events import (
     ASYNC_RETRY_DELAYS_MS,
+    InjectedCrash,
     armed_minute,
+    filtered_batch_done,
     sqs_messages_to_keep,
     sqs_record,
     stream_record,
     stream_records_done,
 )
 from punctual.local.filters import passes
-from tests.faults import InjectedCrash
 from tests.support import REGION, Stack, StreamReader, client
 
 try:  # real time even under freezegun
@@ -395,12 +396,12 @@ class VirtualAws:
         if not batch:
             return False
         passing = [i for i, r in enumerate(batch) if passes(EDITOR_STREAM_FILTERS, r)]
-        done = len(batch)
+        upto = 0
         if passing:
             records = [batch[i] for i in passing]
             ok, out = self._invoke("editor", lambda: self.editor({"Records": records}, self.deps_of["editor"]))
             upto = stream_records_done(out, [r["dynamodb"]["SequenceNumber"] for r in records]) if ok else 0
-            done = len(batch) if upto >= len(records) else passing[upto]
+        done = filtered_batch_done(passing, len(batch), upto)
         if done >= len(batch):
             self._stream = self._stream[len(batch):]
             self._stream_retry_at, self._stream_failures = None, 0

@@ -34,7 +34,14 @@ from typing import TYPE_CHECKING, Any, cast
 from punctual.core.parallel import lanes, run_in_order
 from punctual.core.retry import seed_jitter
 from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
-from punctual.lambda_events import armed_minute, sqs_messages_to_keep, sqs_record, stream_record, stream_records_done
+from punctual.lambda_events import (
+    InjectedCrash,
+    armed_minute,
+    sqs_messages_to_keep,
+    sqs_record,
+    stream_record,
+    stream_records_done,
+)
 from punctual.local.filters import passes
 
 from .capacity import PartitionCapacity, get_read_units, is_throttled, query_read_units
@@ -55,10 +62,6 @@ WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactW
 THROTTLED_PREFIX = "ddb_throttled:"  # counters of requests refused over a partition's limit
 MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's sizes
 VCPU_MB = 1769  # Lambda: one vCPU at 1,769 MB, CPU in proportion to memory
-
-
-class InjectedCrash(BaseException):
-    """The function instance died right after an AWS call (BaseException: handlers can't catch it)."""
 
 
 @dataclass

@@ -24,6 +24,7 @@ from punctual.core.cron import MINUTE_MS
 from punctual.lambda_events import (
     ASYNC_RETRY_DELAYS_MS,
     armed_minute,
+    filtered_batch_done,
     scheduled_event,
     sqs_messages_to_keep,
     sqs_record,
@@ -324,14 +325,8 @@ class StreamDriver(Driver):
         self.batches += 1
         records = [stream_record(r, self.stream_arn, self.region) for r in batch]
         keep = [i for i, r in enumerate(records) if passes(self.mapping.filters, r)]
-        if not keep:
-            return len(batch)  # filtered out: processed
-        if len(keep) < len(batch):
-            # invoke with the records that pass; map failures back to positions in ``batch``
-            sub = [batch[i] for i in keep]
-            done = self._invoke_records(sub)
-            return len(batch) if done >= len(sub) else keep[done]
-        return self._invoke_records(batch)
+        done = self._invoke_records([batch[i] for i in keep]) if keep else 0  # filtered out: processed
+        return filtered_batch_done(keep, len(batch), done)
 
     def _invoke_records(self, batch: list[dict[str, Any]]) -> int:
         event = {"Records": [stream_record(r, self.stream_arn, self.region) for r in batch]}

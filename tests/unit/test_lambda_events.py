@@ -9,7 +9,9 @@ import pytest
 from punctual.core.cron import one_shot_cron
 from punctual.lambda_events import (
     ASYNC_RETRY_DELAYS_MS,
+    InjectedCrash,
     armed_minute,
+    filtered_batch_done,
     scheduled_event,
     sqs_messages_to_keep,
     stream_records_done,
@@ -56,6 +58,25 @@ def test_the_stream_checkpoint_stops_before_the_first_failed_record() -> None:
     assert stream_records_done(failures("300", "200"), SEQS) == 1  # retried from 200, in order
     assert stream_records_done(failures("100"), SEQS) == 0
     assert stream_records_done(failures("300"), SEQS) == 2
+
+
+def test_filtered_out_records_count_as_done_but_never_past_a_failed_one() -> None:
+    # a batch of 5; the filter passed positions 1 and 3 only
+    assert filtered_batch_done([1, 3], 5, 2) == 5  # both passing records done: the whole batch
+    assert filtered_batch_done([1, 3], 5, 1) == 3  # position 3 failed: 0-2 are done, retried from 3
+    assert filtered_batch_done([1, 3], 5, 0) == 1  # position 1 failed: only the filtered-out 0
+    assert filtered_batch_done([], 4, 0) == 4  # nothing passed: processed, no invocation
+
+
+def test_an_injected_crash_is_not_swallowed_by_a_handlers_except_exception() -> None:
+    def handler() -> str:
+        try:
+            raise InjectedCrash("crash after sqs.SendMessageBatch")
+        except Exception:  # what a per-record error handler catches
+            return "handled"
+
+    with pytest.raises(InjectedCrash):
+        handler()
 
 
 def test_a_rule_fires_in_its_one_shot_minute_only_while_enabled() -> None:
