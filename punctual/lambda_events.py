@@ -9,7 +9,8 @@ time passes:
   firing -> a Scheduled Event;
 - answers: which SQS messages stay on the queue after a batch (:func:`sqs_messages_to_keep`),
   where a stream shard's checkpoint moves (:func:`stream_records_done`, through the filter:
-  :func:`filtered_batch_done`), when a rule's one-shot
+  :func:`filtered_batch_done`), what a stream shard retries and discards after a failure
+  (:func:`stream_after_failure`), when a rule's one-shot
   cron fires (:func:`armed_minute`), and when a failed asynchronous invocation is retried
   (:data:`ASYNC_RETRY_DELAYS_MS`);
 - an instance dying mid-invocation, as fault injectors raise it (:class:`InjectedCrash`).
@@ -20,9 +21,11 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from punctual.core.cron import parse_one_shot_cron
+
+T = TypeVar("T")
 
 
 class InjectedCrash(BaseException):
@@ -182,3 +185,24 @@ def filtered_batch_done(passing: Sequence[int], batch_len: int, passing_done: in
     if passing_done >= len(passing):
         return batch_len
     return passing[passing_done]
+
+
+def stream_after_failure(remaining: Sequence[T], failed_attempts: int, max_retries: int) -> tuple[list[T], T | None, int]:
+    """What a stream event source does after an attempt that left ``remaining`` records undone
+    (the checkpoint onwards, not empty), the ``failed_attempts``-th failed attempt in a row:
+    ``(records it goes on with, the record it discards or None, failed attempts from now)``.
+
+    Within ``max_retries`` (MaximumRetryAttempts; negative: no limit) it retries from the
+    checkpoint. Past it, it discards the record at the checkpoint alone (its metadata goes to the
+    OnFailure destination) and goes on with the rest, counting afresh: the construct sets
+    BisectBatchOnError, and Lambda's splits do not count against the retries, so a record that
+    keeps failing is isolated before it is discarded (a partial response already puts it first).
+    The emulations do not split batches: after function errors (no partial response) the record
+    they discard is the batch's first, which may not be the one failing (pessimistic: more is
+    left to the poller). The rows stay in the table either way: the poller still delivers what the
+    editor skipped, at its next window (tests/reliability/test_stream_give_up.py)."""
+    if not remaining:
+        raise ValueError("nothing remains to retry")
+    if 0 <= max_retries < failed_attempts:
+        return list(remaining[1:]), remaining[0], 0
+    return list(remaining), None, failed_attempts

@@ -21,8 +21,8 @@ The model, all times virtual:
 - **stream -> editor**: records in order, :data:`STREAM_BATCH_SIZE` per batch, through the
   construct's filter criteria (``EDITOR_STREAM_FILTERS``; filtered-out records count as done); a
   function error retries the whole batch, a partial response retries from the first failed
-  record; after ``max_stream_retries`` (the construct's ``EDITOR_RETRY_ATTEMPTS``) the first
-  record is dropped and recorded in ``errors``.
+  record; after ``max_stream_retries`` (the construct's ``EDITOR_RETRY_ATTEMPTS``) the record at
+  the checkpoint is dropped and recorded in ``errors`` (``stream_after_failure``).
 - **delay queue -> consumer**: up to 10 visible messages per batch; what the answer does not
   report failed is deleted; a crash deletes nothing (the batch comes back after the visibility
   timeout, or what the consumer set). ``lose`` drops the n-th received messages (SQS lost them).
@@ -63,6 +63,7 @@ from punctual.lambda_events import (
     filtered_batch_done,
     sqs_messages_to_keep,
     sqs_record,
+    stream_after_failure,
     stream_record,
     stream_records_done,
 )
@@ -406,13 +407,12 @@ class VirtualAws:
             self._stream = self._stream[len(batch):]
             self._stream_retry_at, self._stream_failures = None, 0
             return True
-        self._stream = self._stream[done:]  # the checkpoint: retried from the first failed record
-        self._stream_failures += 1
-        if self._stream_failures > self.max_stream_retries:  # Lambda gives up on it (MaximumRetryAttempts)
-            bad = self._stream.pop(0)
+        # the checkpoint: retried from the first failed record, which Lambda gives up on past MaximumRetryAttempts
+        self._stream, bad, self._stream_failures = stream_after_failure(
+            self._stream[done:], self._stream_failures + 1, self.max_stream_retries)
+        if bad is not None:
             self.log.errors.append(f"editor: stream record dropped after {self.max_stream_retries} retries: "
                                    f"{bad['dynamodb'].get('Keys')}")
-            self._stream_failures = 0
         self._stream_retry_at = self.now + self.step_ms
         return True
 

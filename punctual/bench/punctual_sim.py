@@ -39,6 +39,7 @@ from punctual.lambda_events import (
     armed_minute,
     sqs_messages_to_keep,
     sqs_record,
+    stream_after_failure,
     stream_record,
     stream_records_done,
 )
@@ -642,13 +643,17 @@ class PunctualSim:
             else:
                 done_upto = stream_records_done(proc.result, [r["dynamodb"]["SequenceNumber"] for r in records])
                 retry = records[done_upto:]
-            if retry and attempt < self.m.stream_max_retries:
-                self.result.counters["editor_retries"] += 1
-                self.engine.at(self.engine.now + self.m.stream_retry_delay_ms,
-                               lambda: self._invoke_editor(lane, retry, attempt + 1))
-                return
             if retry:
-                self.result.counters["editor_batches_to_dlq"] += 1
+                rest, bad, failures = stream_after_failure(retry, attempt + 1, self.m.stream_max_retries)
+                if bad is None:
+                    self.result.counters["editor_retries"] += 1
+                    self.engine.at(self.engine.now + self.m.stream_retry_delay_ms,
+                                   lambda: self._invoke_editor(lane, rest, failures))
+                    return
+                self.result.counters["editor_records_to_dlq"] += 1
+                if rest:  # Lambda goes on from the record after the discarded one
+                    self._invoke_editor(lane, rest, failures)
+                    return
             lane.busy = False
             if lane.pending:
                 self._lane_notify(lane)

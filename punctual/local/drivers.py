@@ -28,6 +28,7 @@ from punctual.lambda_events import (
     scheduled_event,
     sqs_messages_to_keep,
     sqs_record,
+    stream_after_failure,
     stream_record,
     stream_records_done,
 )
@@ -282,13 +283,10 @@ class StreamDriver(Driver):
                     del self.pending[: len(batch)]
                     attempts = 0
                     continue
-                del self.pending[:ok_upto]  # retry from the first failed sequence number
-                attempts += 1
-                limit = self.mapping.maximum_retry_attempts
-                if limit >= 0 and attempts > limit:
-                    bad = self.pending.pop(0)
+                limit = self.mapping.maximum_retry_attempts  # retried from the first failed sequence number
+                self.pending, bad, attempts = stream_after_failure(self.pending[ok_upto:], attempts + 1, limit)
+                if bad is not None:
                     self.skipped += 1
-                    attempts = 0
                     self._on_failure(bad, limit)
                     continue
                 if self.sleep(min(5.0, 0.1 * 2 ** min(attempts, 6))):
@@ -300,8 +298,8 @@ class StreamDriver(Driver):
                     return
 
     def _on_failure(self, record: dict[str, Any], retries: int) -> None:
-        """Retries exhausted: the record is skipped (AWS discards the whole retried batch; locally only
-        the failing record) and described on the OnFailure destination, as Lambda does."""
+        """Retries exhausted: the record is skipped (:func:`~punctual.lambda_events.stream_after_failure`)
+        and described on the OnFailure destination, as Lambda does."""
         seq = record["dynamodb"].get("SequenceNumber")
         self.log("stream", f"{self.fn.name}: record {seq} skipped after {retries} retries (MaximumRetryAttempts)")
         if self.sqs is None or not self.on_failure_url:

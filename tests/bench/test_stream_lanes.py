@@ -67,3 +67,35 @@ def test_one_partition_key_is_one_lane_and_sixteen_shards_edit_side_by_side(monk
     # the burst's inserts (inserted over 1 s, longer with one shard's throttled puts) are all edited
     # in well under half the time one lane takes: 3.3 s against 14.5 s measured
     assert drained_16 < drained_1 / 2
+
+
+def test_a_record_the_editor_always_fails_is_discarded_alone_after_the_retries(monkeypatch):
+    """lambda_events.stream_after_failure in the simulator: the lane retries from the checkpoint,
+    discards the failing record after stream_max_retries and goes on with the ones after it."""
+    real = process_stream_module.process_stream
+    sim = PunctualSim(build("firehose", seed=1, quick=True), Models(), 1, backend="fake")  # one lane: full batches
+    poison: list[str] = []  # the sequence number of the first batch's third record
+    with_poison: list[list[str]] = []
+    without: set[str] = set()
+
+    def spy(event: dict[str, Any], deps: Any) -> Any:
+        seqs = [r["dynamodb"]["SequenceNumber"] for r in event["Records"]]
+        if not poison and len(seqs) >= 3:
+            poison.append(seqs[2])
+        if not poison or poison[0] not in seqs:
+            without.update(seqs)
+            return real(event, deps)
+        with_poison.append(seqs)
+        i = seqs.index(poison[0])
+        done = real({"Records": event["Records"][:i]}, deps) if i else {"batchItemFailures": []}
+        return {"batchItemFailures": [*done["batchItemFailures"], {"itemIdentifier": poison[0]}]}
+
+    monkeypatch.setattr(process_stream_module, "process_stream", spy)
+    result = sim.run()
+    s = summarize(result)
+    assert s.lost == 0 and s.early == 0
+    assert len(with_poison) == 1 + sim.m.stream_max_retries
+    assert all(seqs[0] == poison[0] for seqs in with_poison[1:])  # retried from the checkpoint
+    after = with_poison[-1][1:]
+    assert after and set(after) <= without  # the records after it went on, without it
+    assert result.counters["editor_records_to_dlq"] == 1

@@ -14,6 +14,7 @@ from punctual.lambda_events import (
     filtered_batch_done,
     scheduled_event,
     sqs_messages_to_keep,
+    stream_after_failure,
     stream_records_done,
 )
 
@@ -66,6 +67,18 @@ def test_filtered_out_records_count_as_done_but_never_past_a_failed_one() -> Non
     assert filtered_batch_done([1, 3], 5, 1) == 3  # position 3 failed: 0-2 are done, retried from 3
     assert filtered_batch_done([1, 3], 5, 0) == 1  # position 1 failed: only the filtered-out 0
     assert filtered_batch_done([], 4, 0) == 4  # nothing passed: processed, no invocation
+
+
+def test_a_stream_retries_from_the_checkpoint_then_discards_only_the_record_there() -> None:
+    assert stream_after_failure(["b", "c"], 1, 10) == (["b", "c"], None, 1)  # first failure: retried
+    assert stream_after_failure(["b", "c"], 10, 10) == (["b", "c"], None, 10)  # the 10th retry still comes
+    assert stream_after_failure(["b", "c"], 11, 10) == (["c"], "b", 0)  # exhausted: "b" alone, "c" afresh
+    assert stream_after_failure(["b"], 11, 10) == ([], "b", 0)
+    assert stream_after_failure(["b"], 0, 0) == (["b"], None, 0)
+    assert stream_after_failure(["b"], 1, 0) == ([], "b", 0)  # MaximumRetryAttempts 0: no retry
+    assert stream_after_failure(["b"], 10_000, -1) == (["b"], None, 10_000)  # -1: until the record expires
+    with pytest.raises(ValueError):
+        stream_after_failure([], 1, 10)
 
 
 def test_an_injected_crash_is_not_swallowed_by_a_handlers_except_exception() -> None:
