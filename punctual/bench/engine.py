@@ -51,7 +51,10 @@ class Engine:
         self._on_time = on_time
         self.events_run = 0
 
-    # -- scheduling ---------------------------------------------------------------------------
+    # -- scheduling (a punctual.event_sources.Timeline) -------------------------------------------
+    def now_ms(self) -> int:
+        return self.now
+
     def at(self, t_ms: int, action: Callable[[], None]) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (max(int(t_ms), self.now), self._seq, action))

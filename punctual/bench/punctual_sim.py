@@ -24,8 +24,8 @@ import contextlib
 import json
 import os
 import random
-import zlib
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -34,16 +34,8 @@ from typing import TYPE_CHECKING, Any, cast
 from punctual.core.parallel import lanes, run_in_order
 from punctual.core.retry import seed_jitter
 from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
-from punctual.lambda_events import (
-    InjectedCrash,
-    armed_minute,
-    sqs_messages_to_keep,
-    sqs_record,
-    stream_after_failure,
-    stream_record,
-    stream_records_done,
-)
-from punctual.local.filters import passes
+from punctual.event_sources import Invoke, QueueSource, RuleSource, StreamSource, lane_of
+from punctual.lambda_events import InjectedCrash, stream_record
 
 from .capacity import PartitionCapacity, get_read_units, is_throttled, query_read_units
 from .engine import Engine, Process, SimClock
@@ -113,15 +105,6 @@ class _LogSink:
         pass
 
 
-@dataclass
-class _StreamLane:
-    """One batch slot of one stream shard: its records not yet read, in order."""
-
-    pending: list[dict[str, Any]] = field(default_factory=list)
-    busy: bool = False  # an editor invocation (or its retries) holds the lane
-    scheduled: bool = False  # a poll is on its way
-
-
 class PunctualSim:
     def __init__(self, scenario: Scenario, models: Models, seed: int, settings: dict[str, Any] | None = None,
                  backend: str = "moto", name: str = "punctual"):
@@ -149,23 +132,87 @@ class PunctualSim:
         self.sqs_view_ms: int | None = None
         # Lambda execution environments: fn -> list of free-since times
         self.warm: dict[str, list[int]] = defaultdict(list)
-        # SQS event source state
-        self.esm_inflight = 0
-        self.esm_scale_start: int | None = None
-        self.esm_waiting = False
-        self.esm_backlog = False  # the last receive came back full: more messages are waiting
-        # pick-up polls scheduled, one per virtual ms: ms -> the latest view of the queue it must take
-        self.esm_poll_views: dict[int, int | None] = {}
-        self.esm_fill_pending = 0  # polls scheduled by _esm_fill, not yet run
         self.lost_message_ids: set[str | None] = set()
-        # stream event source state: the lanes (stream shard, batch slot), in order of first use
-        self.stream_lanes: dict[tuple[int, int], _StreamLane] = {}
-        # rule state
-        self.rule_gen = 0
-        self.rule_current: tuple[Any, Any] = (None, None)
         self.faults_on = scenario.faults
         self.result.partition_limits = scenario.throttling
         self.running: Counter = Counter()  # invocations in progress, per function
+        self._event_sources()
+
+    # ---------------------------------------------------------------- Lambda's event sources
+    def _event_sources(self) -> None:
+        """The rule -> poller, the stream -> editor and the delay queue -> consumer
+        (punctual.event_sources) on the engine, with the models' distributions."""
+        m, counters = self.m, self.result.counters
+        self.rule = RuleSource(
+            self.engine, self._invoker("poller", self._run_poller), make_event=self._rule_event,
+            fire_delay_ms=lambda minute: self.rng.randint(0, m.rule_fire_spread_ms - 1) + self._u(m.rule_target_delay_ms),
+            retry_delays_ms=m.async_retry_delays_ms, on_begun=self._armed_for_begun_minute, counters=counters)
+        self.stream = StreamSource(
+            self.engine, self._invoker("editor", self._run_editor),
+            to_record=lambda raw: stream_record(raw, self.table_arn_stream, REGION),
+            filters=EDITOR_STREAM_FILTERS, batch_size=m.stream_batch_size, max_retries=m.stream_max_retries,
+            lane=lane_of(m.stream_shards, m.stream_parallelization), latency_ms=lambda: self._u(m.stream_latency_ms),
+            retry_delay_ms=lambda failures: m.stream_retry_delay_ms, on_poll=self._stream_polled, counters=counters)
+        self.queue = QueueSource(
+            self.engine, self._invoker("consumer", self._run_consumer), receive=self._esm_receive,
+            delete=self._esm_delete, queue_arn=f"arn:aws:sqs:{REGION}:123456789012:punctual-delay", region=REGION,
+            poll_latency_ms=lambda: self._u(m.sqs_poll_latency_ms), visibility_ms=m.delay_visibility_ms,
+            initial_concurrency=m.esm_initial_concurrency, scale_per_minute=m.esm_scale_per_minute,
+            max_concurrency=m.esm_max_concurrency, lost=lambda msg: msg["MessageId"] in self.lost_message_ids,
+            counters=counters)
+
+    def _invoker(self, fn: str, run: Callable[[dict[str, Any]], Any]) -> Invoke:
+        """An event source's invoke: ``run(event)`` as an invocation of ``fn`` (a process of the engine)."""
+        def invoke(event: dict[str, Any], done: Callable[[Any, BaseException | None], None]) -> None:
+            self._invoke(fn, self.engine.now, lambda: run(event), lambda proc: done(proc.result, proc.error))
+
+        return invoke
+
+    def _run_poller(self, event: dict[str, Any]) -> Any:
+        from punctual.core.usecases.poll import poll
+
+        return poll(self.deps, event["id"])
+
+    def _run_editor(self, event: dict[str, Any]) -> Any:
+        from punctual.core.usecases import process_stream
+
+        return process_stream.process_stream(event, self.deps)
+
+    def _run_consumer(self, event: dict[str, Any]) -> Any:
+        from punctual.core.usecases.consume import consume
+
+        return consume(event, self.deps)
+
+    def _rule_event(self, n: int, minute: int) -> dict[str, Any]:
+        """The n-th firing's event; its id is the invocation's token (the same in its retries)."""
+        self.result.counters["rule_fired"] = n
+        return {"id": f"rule-event-{n}"}
+
+    def _armed_for_begun_minute(self, minute: int) -> bool:
+        """A one-shot cron for a minute that has begun: assume it never fires (invariant 6)."""
+        self.result.counters[f"armed_for_begun_minute:{self._actor('?')}"] += 1
+        return False
+
+    def _stream_polled(self, taken: int) -> None:
+        self.result.counters["stream_records"] += taken
+        self.result.requests[("lambda-stream-poller", "dynamodbstreams.GetRecords")] += 1
+
+    def _esm_receive(self, view: int | None) -> list[dict[str, Any]]:
+        """The Lambda SQS poller's receive, reading the queue as of ``view`` (a message the
+        simulator scheduled the poll for is visible then)."""
+        self.sqs_view_ms = max(self.engine.now, view or 0)
+        try:
+            return self.esm_sqs.receive_message(
+                QueueUrl=self.settings.delay_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                AttributeNames=["All"],
+            ).get("Messages", [])
+        finally:
+            self.sqs_view_ms = None
+
+    def _esm_delete(self, msgs: list[dict[str, Any]]) -> None:
+        self.esm_sqs.delete_message_batch(
+            QueueUrl=self.settings.delay_queue_url,
+            Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
 
     # ---------------------------------------------------------------- set-up
     def _u(self, lo_hi: tuple[int, int]) -> int:
@@ -340,7 +387,7 @@ class PunctualSim:
             elif svc == "dynamodb":
                 self._account_ddb(op, params, parsed)
                 if ok and op in WRITE_OPS:
-                    self._stream_notify()
+                    self.stream.add(self._stream_new())
             elif svc == "sqs" and ok:
                 self._observe_sqs(op, params, parsed)
             elif svc == "events" and ok:
@@ -398,11 +445,11 @@ class PunctualSim:
                         self.lost_message_ids.add(ok[e["Id"]])  # SQS loses it: nobody will receive it
                         self.result.counters["injected_lost_messages"] += 1
                     early = self.rng.randint(0, self.m.sqs_early_max_ms)
-                    self._esm_schedule(max(self.engine.now, visible - early) + self._u(self.m.sqs_poll_latency_ms),
-                                       visible)
+                    self.queue.schedule(max(self.engine.now, visible - early) + self._u(self.m.sqs_poll_latency_ms),
+                                        visible)
         elif op == "ChangeMessageVisibility" and url == self.settings.delay_queue_url:
             back = self.engine.now + int(params.get("VisibilityTimeout", 0)) * 1000
-            self._esm_schedule(back + self._u(self.m.sqs_poll_latency_ms), back)
+            self.queue.schedule(back + self._u(self.m.sqs_poll_latency_ms), back)
 
     # ---------------------------------------------------------------- Lambda invocations
     def _invoke(self, fn: str, t_ms: int, body: Any, on_done: Any) -> None:
@@ -442,223 +489,30 @@ class PunctualSim:
 
         self.engine.spawn(start, run, fn, done)
 
-    # ---------------------------------------------------------------- the rule -> poller
+    # ---------------------------------------------------------------- the rule: definitions observed
     def _observe_rule(self, op: str, params: dict[str, Any]) -> None:
         if op == "PutRule":
-            expr, state = params.get("ScheduleExpression"), params.get("State", "ENABLED")
-            if (expr, state) == self.rule_current:
-                return  # same schedule re-applied: nothing changes (a pending firing stays)
-            self.rule_current = (expr, state)
-            self.rule_gen += 1
-            minute = armed_minute({"State": state, "ScheduleExpression": expr})
-            if minute is None:
-                return
-            if minute <= self.engine.now - self.engine.now % 60_000:
-                # A one-shot cron for a minute that has begun: assume it never fires (invariant 6).
-                self.result.counters[f"armed_for_begun_minute:{self._actor('?')}"] += 1
-                return
-            gen = self.rule_gen
-            fire = minute + self.rng.randint(0, self.m.rule_fire_spread_ms - 1) + self._u(self.m.rule_target_delay_ms)
-            self.engine.at(fire, lambda: self._rule_fired(gen))
+            self.rule.observe(params.get("ScheduleExpression"), params.get("State", "ENABLED"))
         elif op in ("DisableRule", "DeleteRule"):
-            self.rule_current = (self.rule_current[0], "DISABLED")
-            self.rule_gen += 1
+            self.rule.disabled()
 
-    def _rule_fired(self, gen: int) -> None:
-        if gen != self.rule_gen:
-            return
-        self.result.counters["rule_fired"] += 1
-        self._invoke_poller(self.engine.now, attempt=0, token=f"rule-event-{self.result.counters['rule_fired']}")
+    # ---------------------------------------------------------------- the stream: new records
+    def _stream_new(self) -> list[dict[str, Any]]:
+        """The table's stream records written since the last call, in order.
 
-    def _invoke_poller(self, t: int, attempt: int, token: str) -> None:
-        """One attempt of the rule's invocation; Lambda's retries carry the same event (token)."""
-        from punctual.core.usecases.poll import poll
-
-        def done(proc: Process) -> None:
-            if proc.error is not None and attempt < len(self.m.async_retry_delays_ms):
-                self.result.counters["poller_retries"] += 1
-                delay = self.m.async_retry_delays_ms[attempt]
-                self.engine.at(self.engine.now + delay,
-                               lambda: self._invoke_poller(self.engine.now, attempt + 1, token))
-
-        self._invoke("poller", t, lambda: poll(self.deps, token), done)
-
-    # ---------------------------------------------------------------- delay queue -> consumer
-    def _esm_limit(self) -> int:
-        m = self.m
-        if self.esm_scale_start is None:
-            return m.esm_initial_concurrency
-        steps = (self.engine.now - self.esm_scale_start) * m.esm_scale_per_minute // 60_000
-        return min(m.esm_max_concurrency, m.esm_initial_concurrency + steps)
-
-    def _esm_schedule(self, t: int, view: int | None = None) -> None:
-        key = t
-        if key in self.esm_poll_views:
-            # one poll at this ms serves both messages: it must see the later one as visible too
-            # (keeping the first view left a message visible 400 ms later unseen until some other
-            # message's poll, 25 s later in the steady run)
-            if view is not None:
-                self.esm_poll_views[key] = max(view, self.esm_poll_views.get(key) or view)
-            return
-        self.esm_poll_views[key] = view
-        self.engine.at(t, lambda: self._esm_poll(self.esm_poll_views.pop(key, view)))
-
-    def _esm_fill(self) -> None:
-        """Lambda keeps ``limit`` processes reading batches while messages are available:
-        start a poll for every free slot (not only one successor per full batch, which
-        would cap a backlog at one batch per poll latency whatever the scaling limit)."""
-        free = self._esm_limit() - self.esm_inflight - self.esm_fill_pending
-        for _ in range(max(0, free)):
-            self.esm_fill_pending += 1
-            self.engine.at(self.engine.now + self._u(self.m.sqs_poll_latency_ms), self._esm_fill_poll)
-
-    def _esm_fill_poll(self) -> None:
-        self.esm_fill_pending -= 1
-        self._esm_poll(None)
-
-    def _esm_poll(self, view: int | None) -> None:
-        if self.esm_inflight >= self._esm_limit():
-            self.esm_waiting = True
-            if self.esm_scale_start is None:
-                self.esm_scale_start = self.engine.now
-            return
-        self.sqs_view_ms = max(self.engine.now, view or 0)
-        try:
-            resp = self.esm_sqs.receive_message(
-                QueueUrl=self.settings.delay_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
-                AttributeNames=["All"],
-            )
-        finally:
-            self.sqs_view_ms = None
-        msgs = resp.get("Messages", [])
-        lost = [m for m in msgs if m["MessageId"] in self.lost_message_ids]
-        if lost:
-            self.esm_sqs.delete_message_batch(
-                QueueUrl=self.settings.delay_queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(lost)])
-            msgs = [m for m in msgs if m["MessageId"] not in self.lost_message_ids]
-        self.esm_backlog = len(msgs) + len(lost) == 10
-        if not msgs:
-            if self.esm_backlog:
-                self._esm_fill()
-            return
-        self.esm_inflight += 1
-        self.result.counters["esm_peak_concurrency"] = max(self.result.counters["esm_peak_concurrency"],
-                                                           self.esm_inflight)
-        if self.esm_backlog:  # more may be waiting: fill every free slot right away
-            self._esm_fill()
-        received_at = self.engine.now
-        arn = f"arn:aws:sqs:{REGION}:123456789012:punctual-delay"
-        event = {"Records": [sqs_record(m, arn, REGION) for m in msgs]}
-
-        from punctual.core.usecases.consume import consume
-
-        def done(proc: Process) -> None:
-            self.esm_inflight -= 1
-            ids = [m["MessageId"] for m in msgs]
-            if proc.error is None:
-                failed = sqs_messages_to_keep(proc.result, ids)
-            else:
-                failed = set(ids)
-                self.result.counters["consumer_failed_batches"] += 1
-            ok = [m for m in msgs if m["MessageId"] not in failed]
-            if ok:
-                self.esm_sqs.delete_message_batch(
-                    QueueUrl=self.settings.delay_queue_url,
-                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(ok)])
-            if failed:
-                self.result.counters["consumer_records_retried"] += len(failed)
-                back = received_at + self.m.delay_visibility_ms
-                self._esm_schedule(back + self._u(self.m.sqs_poll_latency_ms), back)
-            if self.esm_waiting or self.esm_backlog:
-                self.esm_waiting = False
-                self._esm_fill()
-            elif self.esm_inflight == 0:
-                self.esm_scale_start = None
-
-        self._invoke("consumer", self.engine.now, lambda: consume(event, self.deps), done)
-
-    # ---------------------------------------------------------------- stream -> editor
-    def _stream_notify(self) -> None:
-        """After a write: its records join their lanes; every idle lane is polled after the
-        stream's latency (Lambda polls each shard continuously)."""
-        self._stream_drain()
-        for lane in self.stream_lanes.values():
-            self._lane_notify(lane)
-
-    def _lane_notify(self, lane: _StreamLane) -> None:
-        if lane.busy or lane.scheduled:
-            return
-        lane.scheduled = True
-        self.engine.at(self.engine.now + self._u(self.m.stream_latency_ms), partial(self._stream_poll, lane))
-
-    def _stream_drain(self) -> None:
-        """Move the table's new stream records into their lanes: a record's stream shard and its
-        batch slot in that shard (ParallelizationFactor) follow its partition key, so one key's
-        records stay in order in one lane (models.SOURCES "stream_shards").
-
-        The records are read from the backend directly (for moto, the same JSON the
-        dynamodbstreams client returns, minus ~30 ms of response serialisation per call), then
-        forgotten: moto keeps every record forever, the real stream 24 h."""
+        They are read from the backend directly (for moto, the same JSON the dynamodbstreams
+        client returns, minus ~30 ms of response serialisation per call), then forgotten: moto
+        keeps every record forever, the real stream 24 h."""
         if self.backend == "fake":
             raw = self.aws.stream[:]
             del self.aws.stream[:]
-        else:
-            shard = self.moto_table.stream_shard
-            assert shard is not None  # _setup creates the table with a stream
-            take = shard.items[:]
-            del shard.items[:]
-            shard.starting_sequence_number += len(take)
-            raw = [item.to_json() for item in take]
-        for record in raw:
-            h = zlib.crc32(record["dynamodb"]["Keys"]["pk"]["S"].encode("utf-8"))
-            key = (h % self.m.stream_shards, h // self.m.stream_shards % self.m.stream_parallelization)
-            self.stream_lanes.setdefault(key, _StreamLane()).pending.append(record)
-
-    def _stream_poll(self, lane: _StreamLane) -> None:
-        """What Lambda's stream poller does for one lane: take up to a batch of its records, apply
-        the filter criteria, invoke the editor with what passes (GetRecords by Lambda is free)."""
-        lane.scheduled = False
-        if lane.busy:
-            return
-        raw = lane.pending[: self.m.stream_batch_size]
-        del lane.pending[: len(raw)]
-        records = [r for r in (stream_record(x, self.table_arn_stream, REGION) for x in raw)
-                   if passes(EDITOR_STREAM_FILTERS, r)]  # the construct's filter criteria
-        self.result.counters["stream_records"] += len(raw)
-        self.result.requests[("lambda-stream-poller", "dynamodbstreams.GetRecords")] += 1
-        if records:
-            self._invoke_editor(lane, records, attempt=0)
-        elif lane.pending:
-            self._lane_notify(lane)
-
-    def _invoke_editor(self, lane: _StreamLane, records: list[dict[str, Any]], attempt: int) -> None:
-        from punctual.core.usecases.process_stream import process_stream
-
-        lane.busy = True
-
-        def done(proc: Process) -> None:
-            if proc.error is not None:
-                retry = records
-            else:
-                done_upto = stream_records_done(proc.result, [r["dynamodb"]["SequenceNumber"] for r in records])
-                retry = records[done_upto:]
-            if retry:
-                rest, bad, failures = stream_after_failure(retry, attempt + 1, self.m.stream_max_retries)
-                if bad is None:
-                    self.result.counters["editor_retries"] += 1
-                    self.engine.at(self.engine.now + self.m.stream_retry_delay_ms,
-                                   lambda: self._invoke_editor(lane, rest, failures))
-                    return
-                self.result.counters["editor_records_to_dlq"] += 1
-                if rest:  # Lambda goes on from the record after the discarded one
-                    self._invoke_editor(lane, rest, failures)
-                    return
-            lane.busy = False
-            if lane.pending:
-                self._lane_notify(lane)
-
-        self._invoke("editor", self.engine.now, lambda: process_stream({"Records": records}, self.deps), done)
+            return raw
+        shard = self.moto_table.stream_shard
+        assert shard is not None  # _setup creates the table with a stream
+        take = shard.items[:]
+        del shard.items[:]
+        shard.starting_sequence_number += len(take)
+        return [item.to_json() for item in take]
 
     # ---------------------------------------------------------------- the workload
     def _insert(self, i: int, attempt: int = 1) -> None:

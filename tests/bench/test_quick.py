@@ -85,11 +85,11 @@ def test_one_lambda_sqs_poll_serves_every_message_it_was_scheduled_for():
 
     sim = PunctualSim(Scenario("t", "", [0], [60_000], 120_000), Models(), seed=1, backend="fake")
     polls: list[tuple[int, int | None]] = []
-    sim._esm_poll = lambda view: polls.append((sim.engine.now, view))  # type: ignore[method-assign]
+    sim.queue.poll = lambda view: polls.append((sim.engine.now, view))  # type: ignore[method-assign]
     t = sim.engine.now + 5_000
-    sim._esm_schedule(t, t + 300)
-    sim._esm_schedule(t, t + 700)  # the same poll ms, visible 400 ms later
-    sim._esm_schedule(t, t + 100)
+    sim.queue.schedule(t, t + 300)
+    sim.queue.schedule(t, t + 700)  # the same poll ms, visible 400 ms later
+    sim.queue.schedule(t, t + 100)
     sim.engine.run(t + 1)
     assert polls == [(t, t + 700)]
 
