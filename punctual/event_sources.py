@@ -97,6 +97,7 @@ class RuleSource:
         self.generation = 0
         self.fired = 0  # firings so far
         self.fired_minutes: set[int] = set()  # a one-shot cron's minute fires once
+        self.retrying = 0  # retries waiting to run
 
     def observe(self, expression: str | None, state: str | None = "ENABLED") -> None:
         if (expression, state) == self.current:
@@ -135,10 +136,14 @@ class RuleSource:
                 self.on_failure(event, attempt, error)
             if attempt < len(self.retry_delays_ms):
                 self.counters["poller_retries"] += 1
-                self.timeline.at(self.timeline.now_ms() + self.retry_delays_ms[attempt],
-                                 lambda: self.attempt(event, attempt + 1))
+                self.retrying += 1
+                self.timeline.at(self.timeline.now_ms() + self.retry_delays_ms[attempt], partial(self._retry, event, attempt + 1))
 
         self.invoke(event, done)
+
+    def _retry(self, event: dict[str, Any], attempt: int) -> None:
+        self.retrying -= 1
+        self.attempt(event, attempt)
 
 
 # ---------------------------------------------------------------- the stream -> the editor

@@ -1,8 +1,9 @@
 """AWS in virtual time: the tests' one harness around Punctual's real use cases.
 
-It does what Lambda's event sources, SQS and EventBridge do around the functions, with
-Lambda's rules from :mod:`punctual.lambda_events` (the same as the local stack's drivers and the
-benchmark's simulator use), over either backend through the same API calls:
+It does what Lambda's event sources, SQS and EventBridge do around the functions with the
+event sources of :mod:`punctual.event_sources` (the ones the benchmark's simulator and the local
+stack run too), on a timeline over the test's clock, over either backend through the same API
+calls:
 
 - **moto** (:meth:`VirtualAws.over_moto`: the ``stack`` fixture under freezegun), with moto's
   state read directly where an API call would only cost time (what is visible when, whether a
@@ -18,19 +19,22 @@ The model, all times virtual:
   this much first). The e2e tests keep the defaults (:data:`STEP_MS` 100 ms,
   :data:`RECEIVE_LATENCY_MS` 30 ms: a clean delivery is at most 130 ms late); the reliability
   tests use 1 ms and 0 (lateness is then the handlers' own).
-- **stream -> editor**: records in order, :data:`STREAM_BATCH_SIZE` per batch, through the
-  construct's filter criteria (``EDITOR_STREAM_FILTERS``; filtered-out records count as done); a
-  function error retries the whole batch, a partial response retries from the first failed
-  record; after ``max_stream_retries`` (the construct's ``EDITOR_RETRY_ATTEMPTS``) the record at
-  the checkpoint is dropped and recorded in ``errors`` (``stream_after_failure``).
-- **delay queue -> consumer**: up to 10 visible messages per batch; what the answer does not
-  report failed is deleted; a crash deletes nothing (the batch comes back after the visibility
-  timeout, or what the consumer set). ``lose`` drops the n-th received messages (SQS lost them).
-- **rule -> poller**: the armed one-shot cron fires ``fire_offset_ms`` into its minute, once; a
-  failed invocation is retried with the same event (``ASYNC_RETRY_DELAYS_MS``). Arming a minute
-  that has begun, or a minute passing unfired while the world ran, is a violation
-  (``violations``). A minute that passed while the caller moved the clock (the race tests advance
-  it between actors) fires at the next step, as EventBridge would have fired it meanwhile.
+- **stream -> editor** (:class:`~punctual.event_sources.StreamSource`, one lane): records in
+  order, :data:`STREAM_BATCH_SIZE` per batch, through the construct's filter criteria
+  (``EDITOR_STREAM_FILTERS``; filtered-out records count as done); a function error retries the
+  batch, a partial response retries from the first failed record, one step later; after
+  ``max_stream_retries`` (the construct's ``EDITOR_RETRY_ATTEMPTS``) the record at the checkpoint
+  is dropped and recorded in ``errors``, and the rest goes on.
+- **delay queue -> consumer** (:class:`~punctual.event_sources.QueueSource`, one batch at a time):
+  up to 10 visible messages per batch; what the answer does not report failed is deleted; a crash
+  deletes nothing (the batch comes back after the visibility timeout, or what the consumer set).
+  ``lose`` drops the n-th received messages (SQS lost them).
+- **rule -> poller** (:class:`~punctual.event_sources.RuleSource`): the armed one-shot cron fires
+  ``fire_offset_ms`` into its minute, once; a failed invocation is retried with the same event
+  (``ASYNC_RETRY_DELAYS_MS``). Arming a minute that has begun, or a minute passing unfired while
+  the world ran, is a violation (``violations``). A minute that passed while the caller moved the
+  clock (the race tests advance it between actors) fires at the next step, as EventBridge would
+  have fired it meanwhile.
 - Delivery and rejected queues are drained after every step (deliveries keep SQS's
   SentTimestamp).
 - Between steps at which nothing can happen, time jumps to the next instant something can.
@@ -43,6 +47,7 @@ matrix wraps one of them, nothing swaps in a stand-in. ``InjectedCrash`` is coun
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections import defaultdict
 from collections.abc import Callable
@@ -56,18 +61,8 @@ from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 from punctual.core.usecases.consume import consume
 from punctual.core.usecases.poll import poll
 from punctual.core.usecases.process_stream import process_stream
-from punctual.lambda_events import (
-    ASYNC_RETRY_DELAYS_MS,
-    InjectedCrash,
-    armed_minute,
-    filtered_batch_done,
-    sqs_messages_to_keep,
-    sqs_record,
-    stream_after_failure,
-    stream_record,
-    stream_records_done,
-)
-from punctual.local.filters import passes
+from punctual.event_sources import Done, QueueSource, Record, RuleSource, StreamSource
+from punctual.lambda_events import InjectedCrash, armed_minute, stream_record
 from tests.support import REGION, Stack, StreamReader, client
 
 try:  # real time even under freezegun
@@ -209,16 +204,17 @@ class _MotoView:
     def has_messages(self, url: str) -> bool:
         return bool(self._queue(url)._messages)
 
-    def armed_minute(self) -> int | None:
+    def rule(self) -> tuple[str | None, str]:
+        """The rule's schedule expression and state."""
         rule = self._backend("events").event_buses["default"].rules[self.stack.settings.rule_name]
-        return armed_minute({"State": rule.state, "ScheduleExpression": rule.scheduled_expression})
+        return rule.scheduled_expression, rule.state
 
 
 class _FakeView:
     """:class:`tests.reliability.fakeaws.GatedAws`'s state (its calls are free, but not gated)."""
 
-    def __init__(self, aws: Any, clock: Any):
-        self.aws, self.clock = aws, clock
+    def __init__(self, aws: Any, clock: Any, rule_name: str):
+        self.aws, self.clock, self.rule_name = aws, clock, rule_name
         self.read = 0
 
     def set_time(self, ms: int) -> None:
@@ -235,8 +231,34 @@ class _FakeView:
     def has_messages(self, url: str) -> bool:
         return bool(self.aws.queue(url))
 
-    def armed_minute(self) -> int | None:
-        return self.aws.armed
+    def rule(self) -> tuple[str | None, str]:
+        desc = self.aws.op_describe_rule(Name=self.rule_name)
+        return desc["ScheduleExpression"], desc["State"]
+
+
+class ClockTimeline:
+    """A :class:`~punctual.event_sources.Timeline` over the test's clock: actions wait in a heap
+    until :meth:`run_due` finds the clock at or past their time (the clock moves as the harness
+    steps, as the caller moves it, and as the functions sleep on it)."""
+
+    def __init__(self, clock: Any):
+        self.clock = clock
+        self._heap: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = 0
+
+    def now_ms(self) -> int:
+        return int(self.clock.now_ms())
+
+    def at(self, t_ms: int, action: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (int(t_ms), self._seq, action))
+
+    def next_ms(self) -> int | None:
+        return self._heap[0][0] if self._heap else None
+
+    def run_due(self) -> None:
+        while self._heap and self._heap[0][0] <= self.now_ms():
+            heapq.heappop(self._heap)[2]()
 
 
 # ------------------------------------------------------------------ the harness
@@ -261,14 +283,20 @@ class VirtualAws:
         self.origin = self.now
         self.lose: set[int] = set()  # the n-th (1-based) received delay-queue messages SQS loses
         self.received = 0  # delay-queue messages received so far
-        self._delay_arn = self._queue_arn(self.s.delay_queue_url)
-        self._stream: list[dict[str, Any]] = []  # read from the stream, not yet done
-        self._stream_retry_at: int | None = None  # a failed batch waits for this instant
-        self._stream_failures = 0
-        self._fired: set[int] = set()
+        self._lost_ids: set[str] = set()
         self._watched_until = self.now  # the last instant a step ran; the caller may move time on
         self._firings = 0
-        self._poll_retry: tuple[int, int, str] | None = None  # (at_ms, retry number, the invocation's token)
+        self.timeline = ClockTimeline(deps.clock)
+        self.rule = RuleSource(self.timeline, self._invoker("poller", self._poll), make_event=self._rule_event,
+                               fire_delay_ms=lambda minute: fire_offset_ms, on_begun=self._begun)
+        self.stream = StreamSource(self.timeline, self._invoker("editor", self._edit), to_record=lambda r: r,
+                                   filters=EDITOR_STREAM_FILTERS, batch_size=STREAM_BATCH_SIZE,
+                                   max_retries=max_stream_retries, retry_delay_ms=lambda failures: step_ms,
+                                   on_discard=self._discarded)
+        self.queue = QueueSource(self.timeline, self._invoker("consumer", self._consume), receive=self._receive,
+                                 delete=self._delete, queue_arn=self._queue_arn(self.s.delay_queue_url), region=REGION,
+                                 visibility_ms=VISIBILITY_TIMEOUT_MS, initial_concurrency=1, scale_per_minute=0,
+                                 max_concurrency=1, lost=lambda m: m["MessageId"] in self._lost_ids)
         self._watch_put_rule(deps)
 
     @classmethod
@@ -281,7 +309,7 @@ class VirtualAws:
         """Over a :class:`~tests.reliability.fakeaws.GatedAws` ``aws`` and its manual ``clock``."""
         kw.setdefault("step_ms", 1)
         kw.setdefault("receive_latency_ms", 0)
-        return cls(deps, _FakeView(aws, clock), **kw)
+        return cls(deps, _FakeView(aws, clock, deps.settings.rule_name), **kw)
 
     def isolate(self, fn: str) -> Deps:
         """Give function ``fn`` boto3 clients of its own (moto), so that faults registered on them
@@ -306,17 +334,18 @@ class VirtualAws:
     def skip_stream(self) -> None:
         """Forget the stream records written so far (set-up rows the editor must not see)."""
         self.view.new_stream_records()
-        self._stream = []
+        for lane in self.stream.lanes.values():
+            lane.pending.clear()
 
     # -- running ------------------------------------------------------------------------
     def step(self) -> bool:
         """Everything that happens at the current instant; True if anything ran."""
         busy = False
         for _ in range(_MAX_ROUNDS):
-            ran = self._run_editor()
-            ran = self._run_consumer() or ran
-            ran = self._fire_rule() or ran
-            if not ran:
+            before = sum(self.log.invocations.values())
+            self._look()
+            self.timeline.run_due()
+            if sum(self.log.invocations.values()) == before:
                 break
             busy = True
         else:
@@ -353,9 +382,9 @@ class VirtualAws:
         return {
             "rows": self.pending_rows(),
             "delay_messages": self.view.has_messages(self.s.delay_queue_url),
-            "armed_minute": self.view.armed_minute(),
-            "stream": len(self._stream),
-            "poller_retry": self._poll_retry,
+            "armed_minute": self.armed_minute(),
+            "stream": self.stream.pending(),
+            "poller_retry": self.rule.retrying,
         }
 
     def pending_rows(self) -> int:
@@ -388,95 +417,76 @@ class VirtualAws:
             self.log.wall_s[name] += _wall() - t
         return False, None
 
-    def _run_editor(self) -> bool:
-        """One stream batch, if one is ready."""
-        if self._stream_retry_at is not None and self.now < self._stream_retry_at:
-            return False
-        self._stream += self.view.new_stream_records()
-        batch = self._stream[:STREAM_BATCH_SIZE]
-        if not batch:
-            return False
-        passing = [i for i, r in enumerate(batch) if passes(EDITOR_STREAM_FILTERS, r)]
-        upto = 0
-        if passing:
-            records = [batch[i] for i in passing]
-            ok, out = self._invoke("editor", lambda: self.editor({"Records": records}, self.deps_of["editor"]))
-            upto = stream_records_done(out, [r["dynamodb"]["SequenceNumber"] for r in records]) if ok else 0
-        done = filtered_batch_done(passing, len(batch), upto)
-        if done >= len(batch):
-            self._stream = self._stream[len(batch):]
-            self._stream_retry_at, self._stream_failures = None, 0
-            return True
-        # the checkpoint: retried from the first failed record, which Lambda gives up on past MaximumRetryAttempts
-        self._stream, bad, self._stream_failures = stream_after_failure(
-            self._stream[done:], self._stream_failures + 1, self.max_stream_retries)
-        if bad is not None:
-            self.log.errors.append(f"editor: stream record dropped after {self.max_stream_retries} retries: "
-                                   f"{bad['dynamodb'].get('Keys')}")
-        self._stream_retry_at = self.now + self.step_ms
-        return True
-
-    def _run_consumer(self) -> bool:
-        """Every delay-queue batch visible now."""
-        url = self.s.delay_queue_url
-        ran = False
-        while True:
-            visible = self.view.next_visible_ms(url)
-            if visible is None or visible > self.now:
-                return ran
-            msgs = self.deps.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
-                                                 AttributeNames=["All"]).get("Messages", [])
-            if not msgs:
-                return ran
-            ran = True
-            kept = []
-            for m in msgs:
-                self.received += 1
-                if self.received in self.lose:  # SQS lost it: gone, nobody sees it
-                    self.deps.sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-                else:
-                    kept.append(m)
-            if not kept:
-                continue
-            event = {"Records": [sqs_record(m, self._delay_arn, REGION) for m in kept]}
-            if self.receive_latency_ms:
-                self.deps.clock.sleep_ms(self.receive_latency_ms)
-            ok, out = self._invoke("consumer", lambda ev=event: self.consumer(ev, self.deps_of["consumer"]))
+    def _invoker(self, name: str, run: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any], Done], None]:
+        """An event source's invoke: at once, on this thread."""
+        def invoke(event: dict[str, Any], done: Done) -> None:
+            error: BaseException | None = None
+            ok, out = self._invoke(name, lambda: run(event))
             if not ok:
-                continue  # a crash: nothing is deleted, the batch comes back after its visibility timeout
-            keep = sqs_messages_to_keep(out, [m["MessageId"] for m in kept])
-            entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                       for i, m in enumerate(kept) if m["MessageId"] not in keep]
-            if entries:
-                self.deps.sqs.delete_message_batch(QueueUrl=url, Entries=entries)
+                error = RuntimeError(f"{name} failed")
+            done(out, error)
 
-    def _fire_rule(self) -> bool:
-        if self._poll_retry is not None and self._poll_retry[0] <= self.now:
-            _, retry, token = self._poll_retry
-            self._poll_retry = None
-            self.run_poller(retry, token)
-            return True
-        minute = self.view.armed_minute()
-        if minute is None or minute in self._fired or self.now < minute + self.fire_offset_ms:
-            return False
-        self._fired.add(minute)
+        return invoke
+
+    def _poll(self, event: dict[str, Any]) -> Any:
+        self.log.polls.append(self.now)
+        return self.poller(self.deps_of["poller"], event["id"])
+
+    def _edit(self, event: dict[str, Any]) -> Any:
+        return self.editor(event, self.deps_of["editor"])
+
+    def _consume(self, event: dict[str, Any]) -> Any:
+        if self.receive_latency_ms:  # from the receive to the consumer's code running
+            self.deps.clock.sleep_ms(self.receive_latency_ms)
+        return self.consumer(event, self.deps_of["consumer"])
+
+    def _rule_event(self, n: int, minute: int) -> dict[str, Any]:
+        self._firings += 1
+        return {"id": f"rule-event-{self._firings}"}
+
+    def run_poller(self) -> None:
+        """The rule's invocation, as if it fired now (retried like one if it fails)."""
+        self.rule.attempt(self._rule_event(0, 0))
+
+    def armed_minute(self) -> int | None:
+        expression, state = self.view.rule()
+        return armed_minute({"State": state, "ScheduleExpression": expression})
+
+    def _look(self) -> None:
+        """What Lambda's pollers and EventBridge see now: new stream records, the rule's
+        definition, a delay-queue message visible."""
+        new = self.view.new_stream_records()
+        if new:
+            self.stream.add(new)
+        self.rule.observe(*self.view.rule())
+        visible = self.view.next_visible_ms(self.s.delay_queue_url)
+        if visible is not None and visible <= self.now:
+            self.queue.schedule(self.now)
+
+    def _begun(self, minute: int) -> bool:
+        """The rule armed for a minute that has begun, seen at a step (PutRule itself is checked by
+        _check_arm): fired at once if the minute was still on at the last step."""
         if minute + MINUTE_MS <= self._watched_until:  # the minute ended while the world ran
             self.log.violations.append(f"rule armed for {minute} never fired (now {self.now})")
             return False
-        self.run_poller()
         return True
 
-    def run_poller(self, retry: int = 0, token: str | None = None) -> bool:
-        """One attempt of the rule's asynchronous invocation (``retry`` 0: the first); False if it
-        failed (Lambda then retries it with the same event, while retries last)."""
-        if token is None:
-            self._firings += 1
-            token = f"rule-event-{self._firings}"
-        self.log.polls.append(self.now)
-        ok, _ = self._invoke("poller", lambda: self.poller(self.deps_of["poller"], token))
-        if not ok and retry < len(ASYNC_RETRY_DELAYS_MS):
-            self._poll_retry = (self.now + ASYNC_RETRY_DELAYS_MS[retry], retry + 1, token)
-        return ok
+    def _discarded(self, record: Record, retries: int) -> None:
+        self.log.errors.append(f"editor: stream record dropped after {retries} retries: "
+                               f"{record['dynamodb'].get('Keys')}")
+
+    def _receive(self, view: int | None) -> list[dict[str, Any]]:
+        msgs = self.deps.sqs.receive_message(QueueUrl=self.s.delay_queue_url, MaxNumberOfMessages=10,
+                                             WaitTimeSeconds=0, AttributeNames=["All"]).get("Messages", [])
+        for m in msgs:
+            self.received += 1
+            if self.received in self.lose:
+                self._lost_ids.add(m["MessageId"])
+        return msgs
+
+    def _delete(self, msgs: list[dict[str, Any]]) -> None:
+        self.deps.sqs.delete_message_batch(QueueUrl=self.s.delay_queue_url, Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
 
     def _watch_put_rule(self, deps: Deps) -> None:
         deps.events.meta.events.register("provide-client-params.events.PutRule", self._check_arm)
@@ -518,19 +528,14 @@ class VirtualAws:
         return self.origin + k * self.step_ms
 
     def _next_instant(self, end_ms: int) -> int:
-        now = self.now
-        soonest = now + 1
+        soonest = self.now + 1
         candidates = [end_ms]
-        if self._stream:
-            candidates.append(max(self._stream_retry_at or soonest, soonest))
+        scheduled = self.timeline.next_ms()  # a firing, a retry, a stream batch
+        if scheduled is not None:
+            candidates.append(max(scheduled, soonest))
         visible = self.view.next_visible_ms(self.s.delay_queue_url)
         if visible is not None:
             candidates.append(max(self._grid_at_or_after(visible), soonest))
-        minute = self.view.armed_minute()
-        if minute is not None and minute not in self._fired:
-            candidates.append(max(minute + self.fire_offset_ms, soonest))
-        if self._poll_retry is not None:
-            candidates.append(max(self._poll_retry[0], soonest))
         return min(candidates)
 
     def _move_to(self, t: int) -> None:
