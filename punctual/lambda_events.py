@@ -1,8 +1,8 @@
 """Lambda's event sources: the events it hands to functions and what it does with their answers.
 
-One implementation shared by every emulation of them (the local stack's real-time drivers,
-the benchmark's simulator, the tests' virtual-time harnesses), so that they differ only in how
-time passes:
+The rules, as pure functions; the state machines that apply them are
+:mod:`punctual.event_sources`, which every emulation of AWS runs (the local stack's real-time
+drivers, the benchmark's simulator, the tests' virtual-time harness):
 
 - events: an SQS ReceiveMessage message -> an SQS event record; a dynamodbstreams GetRecords
   record -> a DynamoDB stream event record (binary attribute values as base64 text); a rule's
