@@ -1,182 +1,250 @@
-"""Threads that do locally what AWS does around the functions.
+"""What AWS does locally around the functions: :mod:`punctual.event_sources` on the wall clock.
 
-- :class:`RuleDriver`: EventBridge. Reads the rule (``describe_rule``) and, when its one-shot
-  cron minute comes, invokes the target a modelled delay into the minute.
-- :class:`SqsDriver`: the Lambda SQS poller. Receives batches, builds the Lambda SQS event,
-  invokes, deletes the messages not listed in ``batchItemFailures`` (the queue's redrive
-  policy moves poison messages to the DLQ after ``maxReceiveCount`` receives).
-- :class:`StreamDriver`: the Lambda DynamoDB Streams poller. Reads the table's stream through
-  the ``dynamodbstreams`` API, invokes with Lambda-shaped records, retries from the first
-  failed sequence number.
+Each driver is a :class:`WallClock` (a thread running its event source's actions in time order)
+and adds only what is local: it discovers changes by polling the moto server other processes
+write to, and runs the function on a thread pool (docs/local.md, docs/architecture.md "Around
+the functions").
+
+- :class:`RuleDriver`: EventBridge. Reads the rule (``describe_rule``) every ``tick_s`` into a
+  :class:`~punctual.event_sources.RuleSource` per target.
+- :class:`SqsDriver`: the Lambda SQS poller. Polls the queue every ``idle_s`` through a
+  :class:`~punctual.event_sources.QueueSource` (the queue's redrive policy moves poison messages
+  to the DLQ after ``maxReceiveCount`` receives).
+- :class:`StreamDriver`: the Lambda DynamoDB Streams poller. Reads the table's stream through the
+  ``dynamodbstreams`` API every ``idle_s`` into a :class:`~punctual.event_sources.StreamSource`.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import random
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+# event_sources imports .filters, which runs this package's __init__ (then this module): a module
+# reference works whichever is imported first
+from punctual import event_sources as es
 from punctual.core.cron import MINUTE_MS
-from punctual.lambda_events import (
-    ASYNC_RETRY_DELAYS_MS,
-    armed_minute,
-    filtered_batch_done,
-    scheduled_event,
-    sqs_messages_to_keep,
-    sqs_record,
-    stream_after_failure,
-    stream_record,
-    stream_records_done,
-)
+from punctual.lambda_events import ASYNC_RETRY_DELAYS_MS, scheduled_event, stream_record
 
-from .filters import passes, sqs_view
+from .filters import sqs_view
 from .invoke import LocalFunction
 from .provision import Mapping, Queue, Rule, Table
 
 ASYNC_RETRY_DELAYS_S = tuple(ms / 1000 for ms in ASYNC_RETRY_DELAYS_MS)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+class WallClock:
+    """A :class:`~punctual.event_sources.Timeline` on the wall clock (epoch ms).
 
+    Its thread runs the actions in time order (an action whose time has passed at once); they
+    must be short. ``stop()``: no new action is due from now on, but what is due runs until no
+    work handed out with :meth:`run_on` is still running (an invocation's answer is not lost)."""
 
-class Driver(threading.Thread):
-    def __init__(self, name: str, log: Any):
-        super().__init__(name=name, daemon=True)
-        self.stop_event = threading.Event()
-        self.log = log
-        self.errors = 0
+    def __init__(self, name: str):
+        self.name = name
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._cv = threading.Condition()
+        self._heap: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = itertools.count()  # equal times run in the order they were scheduled
+        self._outside = 0  # work handed to other threads whose answer is still to come
+        self.stopping = False
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def at(self, t_ms: int, action: Callable[[], None]) -> None:
+        with self._cv:
+            heapq.heappush(self._heap, (t_ms, next(self._seq), action))
+            self._cv.notify()
+
+    def run_on(self, pool: ThreadPoolExecutor, work: Callable[[], Any], done: es.Done) -> None:
+        """Run ``work`` on ``pool``; ``done(result, error)`` then runs on this timeline."""
+        def run() -> None:
+            result, error = None, None
+            try:
+                result = work()
+            except Exception as exc:
+                error = exc
+            with self._cv:
+                self._outside -= 1
+                heapq.heappush(self._heap, (self.now_ms(), next(self._seq), lambda: done(result, error)))
+                self._cv.notify()
+
+        with self._cv:
+            self._outside += 1
+        pool.submit(run)
+
+    def start(self) -> None:
+        self.thread.start()
 
     def stop(self) -> None:
-        self.stop_event.set()
+        with self._cv:
+            self.stopping = True
+            self._cv.notify()
 
-    def sleep(self, seconds: float) -> bool:
-        """Sleep; True when asked to stop."""
-        return self.stop_event.wait(seconds)
+    def join(self, timeout: float | None = None) -> None:
+        self.thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while True:
+                    now = self.now_ms()
+                    if self._heap and self._heap[0][0] <= now:
+                        action = heapq.heappop(self._heap)[2]
+                        break
+                    if self.stopping and self._outside == 0:
+                        self.stopped()
+                        return
+                    wait = None if self.stopping or not self._heap else (self._heap[0][0] - now) / 1000
+                    self._cv.wait(wait)
+            try:
+                action()
+            except Exception as exc:  # keep the timeline alive; the error is for the driver to report
+                self.failed(exc)
+
+    def failed(self, exc: Exception) -> None:
+        """An action raised."""
+
+    def stopped(self) -> None:
+        """The thread is about to end."""
+
+
+class Driver(WallClock):
+    """A wall clock with a pool for the function's invocations and a periodic read of AWS."""
+
+    def __init__(self, name: str, log: Any, workers: int, period_s: float):
+        super().__init__(name)
+        self.log = log
+        self.errors = 0
+        self.period_s = period_s
+        self.pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix=f"lambda-{name}")
+        self.at(0, self._tick)
+
+    def _tick(self) -> None:
+        if self.stopping:
+            return
+        try:
+            self.read()
+            delay = self.period_s
+        except Exception as exc:  # e.g. the endpoint not up yet: say so, try again in 1 s
+            self.failed(exc)
+            delay = 1.0
+        self.at(self.now_ms() + int(delay * 1000), self._tick)
+
+    def read(self) -> None:
+        """Read AWS and hand what changed to the event source."""
+
+    def invoke_on_pool(self, fn: LocalFunction, event: dict[str, Any], done: es.Done) -> None:
+        if not self.stopping:  # a stopped poller starts nothing more
+            self.run_on(self.pool, lambda: fn.invoke(event), done)
+
+    def failed(self, exc: Exception) -> None:
+        self.errors += 1
+        self.log(self.name.split(":")[0], f"{self.name}: {type(exc).__name__}: {exc}")
+
+    def stopped(self) -> None:
+        self.pool.shutdown(wait=False)
 
 
 class RuleDriver(Driver):
-    """Fires the rule's targets when its one-shot cron minute comes (``delay_s`` into the minute).
-
-    A minute that passed while the local stack was down fires at once on start (AWS would have
-    fired it). Each (expression, minute) fires once, like a one-shot cron.
-    """
+    """Fires the rule's targets when its one-shot cron minute comes (``delay_s`` into the minute,
+    or anywhere in it when None). A minute that passed while the local stack was down, or between
+    two reads of the rule, fires at once. A failed invocation is retried after
+    ``retry_delays_s``, up to the function's ``async_retries``."""
 
     def __init__(self, rule: Rule, events: Any, targets: list[LocalFunction], log: Any,
                  delay_s: float | None = 2.0, tick_s: float = 0.25,
                  retry_delays_s: tuple[float, ...] = ASYNC_RETRY_DELAYS_S):
-        super().__init__(f"rule:{rule.name}", log)
+        super().__init__(f"rule:{rule.name}", log, workers=len(targets), period_s=tick_s)
         self.rule, self.events, self.targets = rule, events, targets
-        self.delay_s = delay_s  # None: anywhere in the minute (uniform), like EventBridge
-        self.delays_ms: dict[tuple[str, int], int] = {}
-        self.tick_s = tick_s
-        self.retry_delays_s = retry_delays_s  # Lambda's asynchronous retries
-        self.retries: list[tuple[float, LocalFunction, dict[str, Any], int]] = []
-        self.fired: set[tuple[str, int]] = set()
-        self.fire_count = 0
+        self.delay_s = delay_s
+        self.delays_ms: dict[int, int] = {}  # per minute, the same for every target
+        self.sources = [self._source(fn, [int(s * 1000) for s in retry_delays_s[: fn.spec.async_retries]])
+                        for fn in targets]
 
-    def armed(self) -> tuple[str, int] | None:
+    @property
+    def fire_count(self) -> int:
+        return max((s.fired for s in self.sources), default=0)
+
+    def read(self) -> None:
         desc = self.events.describe_rule(Name=self.rule.name)
-        minute = armed_minute(desc)  # None: disabled, or not a one-shot cron (not modelled)
-        return None if minute is None else (desc["ScheduleExpression"], minute)
+        for source in self.sources:
+            source.observe(desc.get("ScheduleExpression"), desc.get("State"))
 
-    def run(self) -> None:
-        while not self.stop_event.is_set():
-            try:
-                self._due_retries()
-                armed = self.armed()
-                if armed is not None and armed not in self.fired:
-                    fire_at = armed[1] + self._delay_ms(armed)
-                    if _now_ms() >= fire_at:
-                        self.fired.add(armed)
-                        self.fire(armed[0], armed[1])
-                        continue
-            except Exception as exc:  # keep the driver alive; the error is visible in the log
-                self.errors += 1
-                self.log("rule", f"error: {type(exc).__name__}: {exc}")
-            if self.sleep(self.tick_s):
-                return
-
-    def _delay_ms(self, armed: tuple[str, int]) -> int:
-        if armed not in self.delays_ms:
+    def _delay_ms(self, minute: int) -> int:
+        if minute not in self.delays_ms:
             delay = self.delay_s if self.delay_s is not None else random.uniform(0, 59.9)
-            self.delays_ms[armed] = int(delay * 1000)
-        return self.delays_ms[armed]
+            self.delays_ms[minute] = int(delay * 1000)
+        return self.delays_ms[minute]
 
-    def fire(self, expr: str, minute_ms: int) -> None:
-        self.fire_count += 1
-        event = scheduled_event(self.rule.arn, minute_ms, f"local-{minute_ms}-{self.fire_count}")
-        late = _now_ms() - minute_ms
-        for fn in self.targets:
-            self.log("rule", f"{self.rule.name} {expr} fired {late / 1000:.1f}s into its minute -> {fn.name}")
-            self._invoke(fn, event, 0)
-        if late > MINUTE_MS:
-            self.log("rule", "(that minute passed while the local stack was down: fired on start)")
+    def _source(self, fn: LocalFunction, retry_delays_ms: list[int]) -> es.RuleSource:
+        """The rule with ``fn`` as its target (each target is invoked, and retried, on its own)."""
+        def make_event(n: int, minute_ms: int) -> dict[str, Any]:
+            late = self.now_ms() - minute_ms
+            self.log("rule", f"{self.rule.name} {source.current[0]} fired {late / 1000:.1f}s into its minute "
+                             f"-> {fn.name}")
+            if late > MINUTE_MS:
+                self.log("rule", "(that minute passed while the local stack was down: fired on start)")
+            return scheduled_event(self.rule.arn, minute_ms, f"local-{minute_ms}-{n}")
 
-
-    def _invoke(self, fn: LocalFunction, event: dict[str, Any], attempt: int) -> None:
-        """An asynchronous invocation: a failure is retried per the function's EventInvokeConfig."""
-        try:
-            fn.invoke(event)
-        except Exception as exc:
+        def on_failure(event: dict[str, Any], attempt: int, exc: BaseException) -> None:
             self.errors += 1
-            if attempt < min(fn.spec.async_retries, len(self.retry_delays_s)):
-                delay = self.retry_delays_s[attempt]
-                self.retries.append((time.monotonic() + delay, fn, event, attempt + 1))
-                self.log("rule", f"{fn.name} failed ({type(exc).__name__}: {exc}); async retry {attempt + 1} "
-                                 f"in {delay:g}s")
-            else:
-                self.log("rule", f"{fn.name} failed ({type(exc).__name__}: {exc}); retries exhausted, event dropped")
+            what = (f"async retry {attempt + 1} in {retry_delays_ms[attempt] / 1000:g}s"
+                    if attempt < len(retry_delays_ms) else "retries exhausted, event dropped")
+            self.log("rule", f"{fn.name} failed ({type(exc).__name__}: {exc}); {what}")
 
-    def _due_retries(self) -> None:
-        now = time.monotonic()
-        due = [r for r in self.retries if r[0] <= now]
-        self.retries = [r for r in self.retries if r[0] > now]
-        for _, fn, event, attempt in due:
-            self._invoke(fn, event, attempt)
+        source = es.RuleSource(self, lambda event, done: self.invoke_on_pool(fn, event, done), make_event=make_event,
+                            fire_delay_ms=self._delay_ms, retry_delays_ms=retry_delays_ms,
+                            on_begun=lambda minute: True, on_failure=on_failure)
+        return source
 
 
 class SqsDriver(Driver):
-    """The Lambda SQS poller: receive (no long polling), invoke up to ``concurrency`` batches at
-    once, delete what succeeded."""
+    """The Lambda SQS poller: a receive (no long polling) every ``idle_s`` and whenever a batch
+    comes back full, up to ``concurrency`` batches in flight. With MaximumBatchingWindowInSeconds
+    a receive gathers for up to that window on this driver's timeline (the template sets none)."""
 
     def __init__(self, mapping: Mapping, queue: Queue, fn: LocalFunction, sqs: Any, region: str, log: Any,
                  concurrency: int = 4, idle_s: float = 0.02):
-        super().__init__(f"sqs:{queue.name}", log)
-        self.mapping, self.queue, self.fn, self.sqs, self.region = mapping, queue, fn, sqs, region
         limits = [c for c in (concurrency, mapping.maximum_concurrency, fn.spec.reserved_concurrency) if c]
         self.concurrency = max(1, min(limits))
+        super().__init__(f"sqs:{queue.name}", log, workers=self.concurrency, period_s=idle_s)
+        self.mapping, self.queue, self.fn, self.sqs, self.region = mapping, queue, fn, sqs, region
         self.idle_s = idle_s
-        self.slots = threading.Semaphore(self.concurrency)
-        self.pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix=f"lambda-{fn.name}")
-        self.batches = self.deleted = self.left = 0
+        self.batches = self.deleted = 0
+        self.source = es.QueueSource(
+            self, self._invoke, receive=self._gather, delete=self._delete, queue_arn=queue.arn, region=region,
+            batch_size=max(1, mapping.batch_size),
+            visibility_ms=int(queue.attributes.get("VisibilityTimeout", 30)) * 1000,
+            initial_concurrency=self.concurrency, scale_per_minute=0, max_concurrency=self.concurrency,
+            filters=mapping.filters, view=sqs_view, report_batch_item_failures=mapping.report_batch_item_failures)
 
-    def run(self) -> None:
-        try:
-            while not self.stop_event.is_set():
-                if not self.slots.acquire(timeout=0.2):
-                    continue
-                try:
-                    messages = self._gather()
-                except Exception as exc:
-                    self.slots.release()
-                    self.errors += 1
-                    self.log("sqs", f"{self.queue.name} receive failed: {type(exc).__name__}: {exc}")
-                    if self.sleep(1):
-                        return
-                    continue
-                if not messages:
-                    self.slots.release()
-                    if self.sleep(self.idle_s):
-                        return
-                    continue
-                self.pool.submit(self._batch, messages)
-        finally:
-            self.pool.shutdown(wait=True)
+    @property
+    def left(self) -> int:
+        """Messages a batch left on the queue (they come back after the visibility timeout)."""
+        return self.source.counters["consumer_records_retried"]
+
+    def read(self) -> None:
+        self.source.poll(None)
+
+    def _invoke(self, event: dict[str, Any], done: es.Done) -> None:
+        self.batches += 1
+
+        def answered(result: Any, error: BaseException | None) -> None:
+            if error is not None:
+                self.errors += 1
+                self.log("sqs", f"{self.fn.name} raised {type(error).__name__}: {error}: batch left on the queue")
+            done(result, error)
+
+        self.invoke_on_pool(self.fn, event, answered)
 
     def _receive(self, n: int) -> list[dict[str, Any]]:
         return self.sqs.receive_message(
@@ -184,122 +252,98 @@ class SqsDriver(Driver):
             AttributeNames=["All"], MessageAttributeNames=["All"],
         ).get("Messages", [])
 
-    def _gather(self) -> list[dict[str, Any]]:
-        """One batch: up to BatchSize messages, gathering for MaximumBatchingWindowInSeconds (if any)."""
+    def _gather(self, view_ms: int | None = None) -> list[dict[str, Any]]:
+        """One batch: up to BatchSize messages, gathering for MaximumBatchingWindowInSeconds (if any);
+        none once stopping. (``view_ms``: the local queue is read as of now.)"""
+        if self.stopping:
+            return []
         size = max(1, self.mapping.batch_size)
         messages = self._receive(size)
         if not messages or self.mapping.batching_window_s <= 0:
             return messages
         end = time.monotonic() + self.mapping.batching_window_s
-        while len(messages) < size and time.monotonic() < end and not self.stop_event.is_set():
+        while len(messages) < size and time.monotonic() < end and not self.stopping:
             more = self._receive(size - len(messages))
             messages += more
             if not more:
                 time.sleep(self.idle_s)
         return messages
 
-    def _batch(self, messages: list[dict[str, Any]]) -> None:
-        try:
-            self.batches += 1
-            records = [sqs_record(m, self.queue.arn, self.region) for m in messages]
-            records = [r for r in records if passes(self.mapping.filters, sqs_view(r))]  # others: processed
-            event = {"Records": records}
-            ids = [r["messageId"] for r in records]
-            try:
-                result = self.fn.invoke(event) if records else None
-                keep = sqs_messages_to_keep(result, ids, self.mapping.report_batch_item_failures)
-            except Exception as exc:
-                self.errors += 1
-                self.log("sqs", f"{self.fn.name} raised {type(exc).__name__}: {exc}: batch left on the queue")
-                keep = set(ids)
-            entries = [
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                for i, m in enumerate(messages)
-                if m["MessageId"] not in keep
-            ]
-            for i in range(0, len(entries), 10):
-                self.sqs.delete_message_batch(QueueUrl=self.queue.url, Entries=entries[i:i + 10])
-            self.deleted += len(entries)
-            self.left += len(messages) - len(entries)
-        except Exception as exc:
-            self.errors += 1
-            self.log("sqs", f"{self.queue.name}: {type(exc).__name__}: {exc}")
-        finally:
-            self.slots.release()
+    def _delete(self, messages: list[dict[str, Any]]) -> None:
+        entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
+        for i in range(0, len(entries), 10):
+            self.sqs.delete_message_batch(QueueUrl=self.queue.url, Entries=entries[i:i + 10])
+        self.deleted += len(entries)
 
 
 class StreamDriver(Driver):
-    """The Lambda DynamoDB Streams poller for one table (moto has one shard per stream)."""
+    """The Lambda DynamoDB Streams poller for one table (moto has one shard per stream: one lane).
+    A failed batch is retried from the checkpoint after ``min(5 s, 0.1 s * 2**failures)``."""
 
     def __init__(self, mapping: Mapping, table: Table, fn: LocalFunction, streams: Any, region: str, log: Any,
                  idle_s: float = 0.05, sqs: Any = None, on_failure_url: str | None = None):
-        super().__init__(f"stream:{table.name}", log)
         if table.stream_arn is None:  # the template's mapping names the table by its stream ARN
             raise ValueError(f"table {table.name} has no stream")
+        super().__init__(f"stream:{table.name}", log, workers=1, period_s=idle_s)
         self.stream_arn: str = table.stream_arn
         self.mapping, self.table, self.fn, self.streams, self.region = mapping, table, fn, streams, region
         self.sqs, self.on_failure_url = sqs, on_failure_url
         self.idle_s = idle_s
-        self.pending: list[dict[str, Any]] = []  # read from the shard, not yet processed
         self.iterators: dict[str, str | None] = {}
         self.batches = self.records = self.skipped = 0
         self.ready = threading.Event()
+        self.source = es.StreamSource(
+            self, self._invoke, to_record=lambda raw: stream_record(raw, self.stream_arn, region),
+            filters=mapping.filters, batch_size=mapping.batch_size, max_retries=mapping.maximum_retry_attempts,
+            retry_delay_ms=lambda failures: int(1000 * min(5.0, 0.1 * 2 ** min(failures, 6))),
+            report_batch_item_failures=mapping.report_batch_item_failures,
+            bisect_on_error=mapping.bisect_on_error, on_discard=self._on_failure)
+
+    @property
+    def pending(self) -> int:
+        """Records read from the stream and not yet done."""
+        return self.source.pending()
+
+    def read(self) -> None:
+        if not self.iterators:
+            self._open()
+            self.ready.set()
+        for sid, it in list(self.iterators.items()):
+            if it is None:
+                continue
+            resp = self.streams.get_records(ShardIterator=it, Limit=1000)
+            self.iterators[sid] = resp.get("NextShardIterator")
+            if resp.get("Records"):
+                self.source.add(resp["Records"])
 
     def _open(self) -> None:
-        desc = self.streams.describe_stream(StreamArn=self.table.stream_arn)["StreamDescription"]
+        desc = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]
         position = self.mapping.starting_position if self.mapping.starting_position in ("TRIM_HORIZON", "LATEST") \
             else "TRIM_HORIZON"
         for shard in desc.get("Shards", []):
             sid = shard["ShardId"]
             if sid not in self.iterators:
                 self.iterators[sid] = self.streams.get_shard_iterator(
-                    StreamArn=self.table.stream_arn, ShardId=sid, ShardIteratorType=position
+                    StreamArn=self.stream_arn, ShardId=sid, ShardIteratorType=position
                 )["ShardIterator"]
 
-    def _read(self) -> None:
-        for sid, it in list(self.iterators.items()):
-            if it is None:
-                continue
-            resp = self.streams.get_records(ShardIterator=it, Limit=1000)
-            self.pending += resp.get("Records", [])
-            self.iterators[sid] = resp.get("NextShardIterator")
+    def _invoke(self, event: dict[str, Any], done: es.Done) -> None:
+        self.batches += 1
 
-    def run(self) -> None:
-        attempts = 0
-        while not self.stop_event.is_set():
-            try:
-                if not self.iterators:
-                    self._open()
-                    self.ready.set()
-                if not self.pending:
-                    self._read()
-                if not self.pending:
-                    if self.sleep(self.idle_s):
-                        return
-                    continue
-                batch = self.pending[: max(1, self.mapping.batch_size)]
-                ok_upto = self._invoke(batch)
-                if ok_upto >= len(batch):
-                    del self.pending[: len(batch)]
-                    attempts = 0
-                    continue
-                limit = self.mapping.maximum_retry_attempts  # retried from the first failed sequence number
-                self.pending, bad, attempts = stream_after_failure(self.pending[ok_upto:], attempts + 1, limit)
-                if bad is not None:
-                    self.skipped += 1
-                    self._on_failure(bad, limit)
-                    continue
-                if self.sleep(min(5.0, 0.1 * 2 ** min(attempts, 6))):
-                    return
-            except Exception as exc:
+        def answered(result: Any, error: BaseException | None) -> None:
+            if error is None:
+                self.records += len(event["Records"])
+            else:
                 self.errors += 1
-                self.log("stream", f"{self.table.name}: {type(exc).__name__}: {exc}")
-                if self.sleep(1):
-                    return
+                self.log("stream", f"{self.fn.name} raised {type(error).__name__}: {error}: batch retried")
+            done(result, error)
+
+        self.invoke_on_pool(self.fn, event, answered)
 
     def _on_failure(self, record: dict[str, Any], retries: int) -> None:
         """Retries exhausted: the record is skipped (:func:`~punctual.lambda_events.stream_after_failure`)
         and described on the OnFailure destination, as Lambda does."""
+        self.skipped += 1
         seq = record["dynamodb"].get("SequenceNumber")
         self.log("stream", f"{self.fn.name}: record {seq} skipped after {retries} retries (MaximumRetryAttempts)")
         if self.sqs is None or not self.on_failure_url:
@@ -311,34 +355,9 @@ class StreamDriver(Driver):
             "version": "1.0",
             "timestamp": datetime.now(UTC).isoformat(),
             "DDBStreamBatchInfo": {"shardId": next(iter(self.iterators), ""), "startSequenceNumber": seq,
-                                   "endSequenceNumber": seq, "batchSize": 1, "streamArn": self.table.stream_arn},
+                                   "endSequenceNumber": seq, "batchSize": 1, "streamArn": self.stream_arn},
         }
         try:
             self.sqs.send_message(QueueUrl=self.on_failure_url, MessageBody=json.dumps(body))
         except Exception as exc:
             self.log("stream", f"could not write to the OnFailure destination: {exc}")
-
-    def _invoke(self, batch: list[dict[str, Any]]) -> int:
-        """Invoke with ``batch`` (filtered); the number of leading records that succeeded."""
-        self.batches += 1
-        records = [stream_record(r, self.stream_arn, self.region) for r in batch]
-        keep = [i for i, r in enumerate(records) if passes(self.mapping.filters, r)]
-        done = self._invoke_records([batch[i] for i in keep]) if keep else 0  # filtered out: processed
-        return filtered_batch_done(keep, len(batch), done)
-
-    def _invoke_records(self, batch: list[dict[str, Any]]) -> int:
-        event = {"Records": [stream_record(r, self.stream_arn, self.region) for r in batch]}
-        seqs = [r["dynamodb"].get("SequenceNumber") for r in batch]
-        try:
-            result = self.fn.invoke(event)
-        except Exception as exc:
-            self.errors += 1
-            self.log("stream", f"{self.fn.name} raised {type(exc).__name__}: {exc}: batch retried")
-            if self.mapping.bisect_on_error and len(batch) > 1:
-                half = len(batch) // 2
-                first = self._invoke_records(batch[:half])
-                return first if first < half else half + self._invoke_records(batch[half:])
-            return 0
-        self.records += len(batch)
-        return stream_records_done(result, seqs, self.mapping.report_batch_item_failures)
-
