@@ -1,4 +1,5 @@
-"""Fault injection through botocore's event hooks: crash, fail, throttle or delay any AWS call.
+"""Fault injection through botocore's event hooks: crash, fail, throttle or delay any AWS call,
+or make a service (a set of operations, optionally on one queue) fail between two virtual times.
 
 Crash points can be enumerated: record the calls a handler makes in a clean run
 (:meth:`Faults.recording` / :attr:`Faults.trace`), then :func:`crash_points` gives
@@ -10,9 +11,10 @@ Crash points can be enumerated: record the calls a handler makes in a clean run
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -29,9 +31,11 @@ class Faults:
         self.trace: list[str] = []  # every call made while enabled, in order (operation names)
         self.calls: list[str] = []
         self._rules: list[tuple[str, str, Callable[[int], bool], Callable[[str], None]]] = []
+        self._outages: list[tuple[Outage, Callable[[], int]]] = []
         self._counts: dict[tuple[str, str], int] = {}
         for client in clients:
             svc = client.meta.service_model.service_name
+            client.meta.events.register(f"before-parameter-build.{svc}", self._params)
             client.meta.events.register(f"before-call.{svc}", self._before)
             client.meta.events.register(f"after-call.{svc}", self._after)
 
@@ -48,8 +52,23 @@ class Faults:
             if rule_when == when and rule_op in (op, "*") and pred(self._counts[key]):
                 action(op)
 
-    def _before(self, model: Any, **_: Any) -> None:
+    @staticmethod
+    def _params(params: Any = None, context: Any = None, **_: Any) -> None:
+        """botocore hands before-call the serialized request; keep the API parameters for it
+        (the outages look at QueueUrl, and at the entries to fail them one by one)."""
+        if isinstance(context, dict):
+            context["punctual_params"] = params
+
+    def _before(self, model: Any, context: Any = None, **_: Any) -> Any:
         self._fire("before", model)
+        if not self._outages:
+            return None
+        params = (context or {}).get("punctual_params") or {}
+        for outage, now in self._outages:
+            if outage.covers(model.name, params, now()):
+                self.fired.append(f"outage {model.name} ({outage.kind})")
+                return outage.respond(model.name, params)
+        return None
 
     def _after(self, model: Any, **_: Any) -> None:
         self._fire("after", model)
@@ -89,6 +108,11 @@ class Faults:
         self._rules.append(("before", op, lambda n: first <= n < first + times, wait))
         return self
 
+    def outage(self, outage: Outage, now_ms: Callable[[], int]) -> Faults:
+        """Make ``outage``'s operations fail while ``outage.start_ms <= now_ms() < outage.end_ms``."""
+        self._outages.append((outage, now_ms))
+        return self
+
     def crash_at(self, point: CrashPoint) -> Faults:
         if point.when == "fail":
             # fails the call and every retry of it (call_with_retry tries 6 times): the handler sees the error
@@ -112,10 +136,12 @@ class Faults:
 
     def clear(self) -> None:
         self._rules.clear()
+        self._outages.clear()
 
     def detach(self, *clients: Any) -> None:
         for client in clients:
             svc = client.meta.service_model.service_name
+            client.meta.events.unregister(f"before-parameter-build.{svc}", self._params)
             client.meta.events.unregister(f"before-call.{svc}", self._before)
             client.meta.events.unregister(f"after-call.{svc}", self._after)
 
@@ -157,3 +183,62 @@ def faults(*clients: Any):
         yield f
     finally:
         f.clear()
+
+
+# ------------------------------------------------------------------ outages in time
+DDB_WRITES = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems")
+DDB_READS = ("GetItem", "Query", "BatchGetItem", "Scan")
+SQS_OPS = ("SendMessage", "SendMessageBatch", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch",
+           "ChangeMessageVisibility", "ChangeMessageVisibilityBatch", "GetQueueAttributes")
+EVENTS_OPS = ("PutRule", "EnableRule", "DisableRule", "DescribeRule")
+# How a call fails: a 500 (InternalError), throttling (400), or a 200 whose every entry failed (the
+# batch APIs: SendMessageBatch's Failed, BatchWriteItem's UnprocessedItems; other calls get a 500)
+ERROR_KINDS = ("5xx", "throttle", "failed_entries")
+
+
+@dataclass(frozen=True)
+class Outage:
+    """``ops`` fail from ``start_ms`` (included) to ``end_ms`` (excluded), as ``kind`` says; with
+    ``queue_url``, only the calls on that queue."""
+
+    ops: tuple[str, ...]
+    start_ms: int
+    end_ms: int
+    kind: str = "5xx"
+    queue_url: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ERROR_KINDS:
+            raise ValueError(f"kind must be one of {ERROR_KINDS}, got {self.kind!r}")
+        if self.end_ms < self.start_ms:
+            raise ValueError("an outage ends after it starts")
+
+    @classmethod
+    def of(cls, ops: Iterable[str], start_ms: int, end_ms: int, kind: str = "5xx",
+           queue_url: str | None = None) -> Outage:
+        return cls(tuple(ops), start_ms, end_ms, kind, queue_url)
+
+    def covers(self, op: str, params: dict[str, Any], now_ms: int) -> bool:
+        if op not in self.ops or not self.start_ms <= now_ms < self.end_ms:
+            return False
+        return self.queue_url is None or params.get("QueueUrl") == self.queue_url
+
+    def respond(self, op: str, params: dict[str, Any]) -> Any:
+        """botocore's before-call answer: raise the error, or return (http, parsed) for a 200."""
+        if self.kind == "failed_entries" and op in ("SendMessageBatch", "DeleteMessageBatch"):
+            return _ok({"Successful": [], "Failed": [
+                {"Id": e["Id"], "SenderFault": False, "Code": "InternalError", "Message": "injected"}
+                for e in params.get("Entries", [])]})
+        if self.kind == "failed_entries" and op == "BatchWriteItem":
+            return _ok({"UnprocessedItems": params.get("RequestItems", {})})
+        if self.kind == "throttle":
+            code = "ProvisionedThroughputExceededException" if op in DDB_WRITES + DDB_READS else "ThrottlingException"
+            raise ClientError({"Error": {"Code": code, "Message": "injected outage"},
+                               "ResponseMetadata": {"HTTPStatusCode": 400}}, op)
+        raise ClientError({"Error": {"Code": "InternalError", "Message": "injected outage"},
+                           "ResponseMetadata": {"HTTPStatusCode": 500}}, op)
+
+
+def _ok(parsed: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    parsed["ResponseMetadata"] = {"HTTPStatusCode": 200}
+    return SimpleNamespace(status_code=200, headers={}, content=b""), parsed

@@ -73,10 +73,23 @@ except ImportError:  # pragma: no cover
 STEP_MS = 100
 RECEIVE_LATENCY_MS = 30
 FIRE_OFFSET_MS = 5_000
-VISIBILITY_TIMEOUT_MS = 30_000  # the moto delay queue's (the default); the construct sets 6 x the consumer timeout
+# The delay queue as the construct sets it (infra/construct.py: DELAY_QUEUE_VISIBILITY, 6 x the
+# consumer's 30 s timeout; DELAY_MAX_RECEIVE_COUNT): a failed or crashed batch comes back after
+# 180 s, and a message received more than 10 times goes to the delay DLQ instead.
+VISIBILITY_TIMEOUT_MS = 180_000
+MAX_RECEIVE_COUNT = 10
 STREAM_BATCH_SIZE = 100  # the construct's editor BatchSize
 MAX_STREAM_RETRIES = 10  # the construct's EDITOR_RETRY_ATTEMPTS
 FUNCTIONS = ("editor", "consumer", "poller")
+# Lambda retries a throttled invocation without counting it a failure. Asynchronous (the poller):
+# "the retry interval increases exponentially from 1 second after the first attempt to a maximum
+# of 5 minutes", for up to the event's maximum age (6 h; Lambda developer guide, "Asynchronous
+# invocation"). A stream batch is retried until it succeeds; the interval is not documented:
+# ASSUMED the same backoff capped at 1 minute.
+THROTTLE_RETRY_MS: dict[str, Callable[[int], int]] = {
+    "poller": lambda n: min(1_000 * 2 ** n, 300_000),
+    "editor": lambda n: min(1_000 * 2 ** n, 60_000),
+}
 _MAX_ROUNDS = 1_000  # work at one instant beyond this is a runaway loop
 
 
@@ -152,6 +165,8 @@ class Log:
     crashes: list[str] = field(default_factory=list)  # "consumer: crash after X #1"
     errors: list[str] = field(default_factory=list)  # unexpected exceptions out of a use case, dropped records
     violations: list[str] = field(default_factory=list)  # modelled-AWS invariants broken
+    dead_letters: list[dict[str, Any]] = field(default_factory=list)  # delay-queue messages SQS moved to its DLQ
+    throttled: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))  # invocations refused
     polls: list[int] = field(default_factory=list)  # virtual start time of each poller attempt
     invocations: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
     wall_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0.0))  # real seconds
@@ -204,6 +219,9 @@ class _MotoView:
     def has_messages(self, url: str) -> bool:
         return bool(self._queue(url)._messages)
 
+    def clients(self) -> tuple[Any, Any, Any]:
+        return client("dynamodb"), client("sqs"), client("events")
+
     def rule(self) -> tuple[str | None, str]:
         """The rule's schedule expression and state."""
         rule = self._backend("events").event_buses["default"].rules[self.stack.settings.rule_name]
@@ -234,6 +252,9 @@ class _FakeView:
     def rule(self) -> tuple[str | None, str]:
         desc = self.aws.op_describe_rule(Name=self.rule_name)
         return desc["ScheduleExpression"], desc["State"]
+
+    def clients(self) -> tuple[Any, Any, Any]:
+        return self.aws.clients_of_one_function()
 
 
 class ClockTimeline:
@@ -267,7 +288,8 @@ class VirtualAws:
 
     def __init__(self, deps: Deps, view: _MotoView | _FakeView, *, fire_offset_ms: int = FIRE_OFFSET_MS,
                  step_ms: int = STEP_MS, receive_latency_ms: int = RECEIVE_LATENCY_MS,
-                 max_stream_retries: int = MAX_STREAM_RETRIES, on_invoke: Callable[[str], None] | None = None):
+                 max_stream_retries: int = MAX_STREAM_RETRIES, on_invoke: Callable[[str], None] | None = None,
+                 visibility_timeout_ms: int = VISIBILITY_TIMEOUT_MS, max_receive_count: int = MAX_RECEIVE_COUNT):
         if not 0 <= fire_offset_ms < MINUTE_MS:
             raise ValueError("fire_offset_ms must be within the minute")
         if step_ms < 1:
@@ -276,6 +298,9 @@ class VirtualAws:
         self.s = deps.settings
         self.fire_offset_ms, self.step_ms, self.receive_latency_ms = fire_offset_ms, step_ms, receive_latency_ms
         self.max_stream_retries, self.on_invoke = max_stream_retries, on_invoke
+        self.visibility_timeout_ms, self.max_receive_count = visibility_timeout_ms, max_receive_count
+        self.throttles: list[tuple[str, int, int]] = []  # (function, from, to): invocations refused
+        self.queue_outages: list[tuple[int, int]] = []  # (from, to): the delay queue answers no receive
         # the real use cases; the crash matrix wraps one of them, nothing swaps it out
         self.editor, self.consumer, self.poller = process_stream, consume, poll
         self.deps_of: dict[str, Deps] = dict.fromkeys(FUNCTIONS, deps)
@@ -295,7 +320,7 @@ class VirtualAws:
                                    on_discard=self._discarded)
         self.queue = QueueSource(self.timeline, self._invoker("consumer", self._consume), receive=self._receive,
                                  delete=self._delete, queue_arn=self._queue_arn(self.s.delay_queue_url), region=REGION,
-                                 visibility_ms=VISIBILITY_TIMEOUT_MS, initial_concurrency=1, scale_per_minute=0,
+                                 visibility_ms=visibility_timeout_ms, initial_concurrency=1, scale_per_minute=0,
                                  max_concurrency=1, lost=lambda m: m["MessageId"] in self._lost_ids)
         self._watch_put_rule(deps)
 
@@ -312,15 +337,23 @@ class VirtualAws:
         return cls(deps, _FakeView(aws, clock, deps.settings.rule_name), **kw)
 
     def isolate(self, fn: str) -> Deps:
-        """Give function ``fn`` boto3 clients of its own (moto), so that faults registered on them
-        touch neither the other functions nor the harness."""
+        """Give function ``fn`` clients of its own, so that faults registered on them touch neither
+        the other functions nor the harness."""
         if fn not in FUNCTIONS:
             raise ValueError(fn)
-        deps = Deps(settings=self.s, clock=self.deps.clock, ddb=client("dynamodb"), sqs=client("sqs"),
-                    events=client("events"))
+        ddb, sqs, events = self.view.clients()
+        deps = Deps(settings=self.s, clock=self.deps.clock, ddb=ddb, sqs=sqs, events=events)
         self._watch_put_rule(deps)
         self.deps_of[fn] = deps
         return deps
+
+    def throttle(self, fn: str, start_ms: int, end_ms: int) -> None:
+        """Lambda refuses every invocation of ``fn`` from ``start_ms`` to ``end_ms`` (its
+        concurrency is exhausted): the event source's own retry rules apply (the poller's
+        asynchronous retries, the queue's visibility timeout, the stream's retries)."""
+        if fn not in FUNCTIONS:
+            raise ValueError(fn)
+        self.throttles.append((fn, start_ms, end_ms))
 
     # -- shortcuts ------------------------------------------------------------------------
     @property
@@ -402,7 +435,13 @@ class VirtualAws:
                        list(self.log.errors), dict(ready or {}))
 
     # -- functions ------------------------------------------------------------------------
+    def _throttled(self, name: str) -> bool:
+        return any(fn == name and start <= self.now < end for fn, start, end in self.throttles)
+
     def _invoke(self, name: str, fn: Callable[[], Any]) -> tuple[bool, Any]:
+        if self._throttled(name):
+            self.log.throttled[name] += 1
+            return False, None
         self.log.invocations[name] += 1
         if self.on_invoke:
             self.on_invoke(name)
@@ -418,8 +457,15 @@ class VirtualAws:
         return False, None
 
     def _invoker(self, name: str, run: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any], Done], None]:
-        """An event source's invoke: at once, on this thread."""
-        def invoke(event: dict[str, Any], done: Done) -> None:
+        """An event source's invoke: at once, on this thread. A throttled invocation of the poller
+        or the editor is retried by Lambda without counting as a failure (THROTTLE_RETRY); the
+        consumer's batch was received, so it comes back after the visibility timeout."""
+        def invoke(event: dict[str, Any], done: Done, throttled: int = 0) -> None:
+            if name != "consumer" and self._throttled(name):
+                self.log.throttled[name] += 1
+                wait = THROTTLE_RETRY_MS[name](throttled)
+                self.timeline.at(self.now + wait, lambda: invoke(event, done, throttled + 1))
+                return
             error: BaseException | None = None
             ok, out = self._invoke(name, lambda: run(event))
             if not ok:
@@ -476,8 +522,17 @@ class VirtualAws:
                                f"{record['dynamodb'].get('Keys')}")
 
     def _receive(self, view: int | None) -> list[dict[str, Any]]:
-        msgs = self.deps.sqs.receive_message(QueueUrl=self.s.delay_queue_url, MaxNumberOfMessages=10,
-                                             WaitTimeSeconds=0, AttributeNames=["All"]).get("Messages", [])
+        if any(start <= self.now < end for start, end in self.queue_outages):
+            return []  # the event source's receives fail too; it polls again when messages show
+        msgs = self.deps.sqs.receive_message(
+            QueueUrl=self.s.delay_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0, AttributeNames=["All"],
+            VisibilityTimeout=self.visibility_timeout_ms // 1000).get("Messages", [])
+        # the redrive policy: a message received more than maxReceiveCount times is moved to the DLQ
+        dead = [m for m in msgs if int(m["Attributes"]["ApproximateReceiveCount"]) > self.max_receive_count]
+        if dead:
+            self._delete(dead)
+            self.log.dead_letters += dead
+            msgs = [m for m in msgs if m not in dead]
         for m in msgs:
             self.received += 1
             if self.received in self.lose:
@@ -535,6 +590,8 @@ class VirtualAws:
             candidates.append(max(scheduled, soonest))
         visible = self.view.next_visible_ms(self.s.delay_queue_url)
         if visible is not None:
+            # while the queue answers no receive, nothing shows before it is back
+            visible = max([visible] + [end for start, end in self.queue_outages if start <= max(visible, self.now) < end])
             candidates.append(max(self._grid_at_or_after(visible), soonest))
         return min(candidates)
 

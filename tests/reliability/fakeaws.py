@@ -31,6 +31,11 @@ class GatedAws(FakeAws):
             self._clients[service] = _Client(self, service)
         return self._clients[service]
 
+    def clients_of_one_function(self) -> tuple[_Client, _Client, _Client]:
+        """Fresh (dynamodb, sqs, events) clients on this AWS: faults registered on them touch no
+        other function and not the harness (VirtualAws.isolate)."""
+        return _Client(self, "dynamodb"), _Client(self, "sqs"), _Client(self, "events")
+
     @property
     def ddb(self) -> _Client:
         return self._client("dynamodb")
@@ -58,9 +63,15 @@ class _Emitter:
         if handler in self.handlers.get(event, []):
             self.handlers[event].remove(handler)
 
-    def emit(self, event: str, **kw: Any) -> None:
+    def emit(self, event: str, **kw: Any) -> Any:
+        """Call every handler; the first answer that is not None (botocore's emit_until_response
+        for before-call: a handler may answer the call instead of AWS)."""
+        answer = None
         for handler in list(self.handlers.get(event, [])):
-            handler(**kw)
+            got = handler(**kw)
+            if answer is None and got is not None:
+                answer = got
+        return answer
 
 
 class _Client:
@@ -83,7 +94,12 @@ class _Client:
         aws.gate(op)
         aws.issued_ms = issued
         model = SimpleNamespace(name="".join(w.capitalize() for w in op.split("_")))
-        self.meta.events.emit(f"before-call.{self._service}", model=model)
+        context: dict[str, Any] = {}
+        self.meta.events.emit(f"before-parameter-build.{self._service}", params=kw, model=model, context=context)
+        answer = self.meta.events.emit(f"before-call.{self._service}", model=model, context=context)
+        if answer is not None:  # a fault answered for AWS: (http, parsed)
+            self.meta.events.emit(f"after-call.{self._service}", model=model)
+            return answer[1]
         try:
             result = getattr(aws, "op_" + op)(**kw)
         except ClientError:
