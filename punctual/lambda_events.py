@@ -118,6 +118,49 @@ def scheduled_event(rule_arn: str, minute_ms: int, event_id: str) -> dict[str, A
     }
 
 
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def async_failure_record(event: Mapping[str, Any], function_arn: str, attempts: int, now_ms: int,
+                         error: str = "") -> dict[str, Any]:
+    """What Lambda sends an asynchronous invocation's OnFailure destination when its attempts ran
+    out (Lambda developer guide, "Asynchronous invocation": the invocation record)."""
+    return {
+        "version": "1.0",
+        "timestamp": _iso(now_ms),
+        "requestContext": {"requestId": f"req-{now_ms}", "functionArn": f"{function_arn}:$LATEST",
+                           "condition": "RetriesExhausted", "approximateInvokeCount": attempts},
+        "requestPayload": dict(event),
+        "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+        "responsePayload": {"errorMessage": error[:256], "errorType": "Error"},
+    }
+
+
+def stream_failure_record(records: Sequence[Mapping[str, Any]], stream_arn: str, function_arn: str,
+                          attempts: int, now_ms: int) -> dict[str, Any]:
+    """What Lambda sends a DynamoDB stream mapping's OnFailure destination for records it gave up
+    on (Lambda developer guide, "DynamoDB Streams": the invocation record, metadata only: the rows
+    themselves are in the table)."""
+    seqs = [str(r.get("dynamodb", {}).get("SequenceNumber", "")) for r in records]
+    return {
+        "requestContext": {"requestId": f"req-{now_ms}", "functionArn": function_arn,
+                           "condition": "RetryAttemptsExhausted", "approximateInvokeCount": attempts},
+        "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+        "version": "1.0",
+        "timestamp": _iso(now_ms),
+        "DDBStreamBatchInfo": {
+            "shardId": "shardId-00000000000000000000-00000000",
+            "startSequenceNumber": seqs[0] if seqs else "",
+            "endSequenceNumber": seqs[-1] if seqs else "",
+            "approximateArrivalOfFirstRecord": _iso(now_ms),
+            "approximateArrivalOfLastRecord": _iso(now_ms),
+            "batchSize": len(records),
+            "streamArn": stream_arn,
+        },
+    }
+
+
 def armed_minute(rule: Mapping[str, Any]) -> int | None:
     """The minute (epoch ms) a rule (DescribeRule's answer) fires in; None when it is disabled
     or its schedule is not a one-shot cron (which fires once, in that minute)."""

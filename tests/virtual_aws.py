@@ -62,7 +62,14 @@ from punctual.core.usecases.consume import consume
 from punctual.core.usecases.poll import poll
 from punctual.core.usecases.process_stream import process_stream
 from punctual.event_sources import Done, QueueSource, Record, RuleSource, StreamSource
-from punctual.lambda_events import InjectedCrash, armed_minute, stream_record
+from punctual.lambda_events import (
+    ASYNC_RETRY_DELAYS_MS,
+    InjectedCrash,
+    armed_minute,
+    async_failure_record,
+    stream_failure_record,
+    stream_record,
+)
 from tests.support import REGION, Stack, StreamReader, client
 
 try:  # real time even under freezegun
@@ -166,6 +173,7 @@ class Log:
     errors: list[str] = field(default_factory=list)  # unexpected exceptions out of a use case, dropped records
     violations: list[str] = field(default_factory=list)  # modelled-AWS invariants broken
     dead_letters: list[dict[str, Any]] = field(default_factory=list)  # delay-queue messages SQS moved to its DLQ
+    failure_notices: list[dict[str, Any]] = field(default_factory=list)  # Lambda's OnFailure records (sent to the delay queue)
     throttled: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))  # invocations refused
     polls: list[int] = field(default_factory=list)  # virtual start time of each poller attempt
     invocations: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
@@ -313,7 +321,8 @@ class VirtualAws:
         self._firings = 0
         self.timeline = ClockTimeline(deps.clock)
         self.rule = RuleSource(self.timeline, self._invoker("poller", self._poll), make_event=self._rule_event,
-                               fire_delay_ms=lambda minute: fire_offset_ms, on_begun=self._begun)
+                               fire_delay_ms=lambda minute: fire_offset_ms, on_begun=self._begun,
+                               on_failure=self._poll_failed)
         self.stream = StreamSource(self.timeline, self._invoker("editor", self._edit), to_record=lambda r: r,
                                    filters=EDITOR_STREAM_FILTERS, batch_size=STREAM_BATCH_SIZE,
                                    max_retries=max_stream_retries, retry_delay_ms=lambda failures: step_ms,
@@ -518,8 +527,24 @@ class VirtualAws:
         return True
 
     def _discarded(self, record: Record, retries: int) -> None:
+        """The stream mapping gave up on ``record``: its OnFailure destination (the delay queue, as
+        the construct sets it) gets the invocation record."""
         self.log.errors.append(f"editor: stream record dropped after {retries} retries: "
                                f"{record['dynamodb'].get('Keys')}")
+        self._on_failure_destination(stream_failure_record(
+            [record], "arn:aws:dynamodb:us-east-1:123456789012:table/punctual/stream/x",
+            "arn:aws:lambda:us-east-1:123456789012:function:editor", retries + 1, self.now))
+
+    def _poll_failed(self, event: dict[str, Any], attempt: int, error: BaseException) -> None:
+        """A failed attempt of the poller's asynchronous invocation: after the last one, its OnFailure
+        destination (the delay queue, as the construct sets it) gets the invocation record."""
+        if attempt >= len(ASYNC_RETRY_DELAYS_MS):
+            self._on_failure_destination(async_failure_record(
+                event, "arn:aws:lambda:us-east-1:123456789012:function:poller", attempt + 1, self.now, str(error)))
+
+    def _on_failure_destination(self, record: dict[str, Any]) -> None:
+        self.log.failure_notices.append(record)
+        self.deps.sqs.send_message(QueueUrl=self.s.delay_queue_url, MessageBody=json.dumps(record))
 
     def _receive(self, view: int | None) -> list[dict[str, Any]]:
         if any(start <= self.now < end for start, end in self.queue_outages):

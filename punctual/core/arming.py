@@ -169,6 +169,14 @@ def arm_no_later_than(
     raise RuntimeError("could not arm the rule: the meta row kept changing")
 
 
+def release_lease(ddb: DynamoDBClient, s: Settings, clock: Clock, polling_since_ms: int) -> bool:
+    """Give up the lease a poll that started at ``polling_since_ms`` took, so that the next poll
+    need not wait for it to lapse (a poll that failed); False if it was not ours any more."""
+    names = {"#p": "polling_ms", "#t": "polling_token"}
+    return _update_meta(ddb, s, clock, "REMOVE #p, #t", "#p = :mine", names,
+                        {":mine": {"N": str(polling_since_ms)}}) is not None
+
+
 # PutRule must land safely before the minute it arms: a one-shot cron for a minute that
 # has begun may never fire, and time passes between choosing a minute and applying it.
 APPLY_MARGIN_MS = 5_000

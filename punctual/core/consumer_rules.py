@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .keys import InvalidKey, decode_sk
-from .models import DelayGroup, DelayMessage, describe_partitions, in_partitions
+from .models import DelayGroup, DelayMessage, PollRequest, describe_partitions, in_partitions
 from .planning import group_extra_wake_ms
 
 # SQS ChangeMessageVisibility accepts 0..43200 s (12 h).
@@ -51,9 +51,52 @@ class Pending:
 
 
 @dataclass(frozen=True)
+class Control:
+    """A delay-queue record that asks for a poll instead of pointing at rows: a
+    :class:`~punctual.core.models.PollRequest`, or a Lambda failure notice (the OnFailure
+    destination of the poller's asynchronous invocations and of the editor's stream mapping is the
+    delay queue: the rows behind a failed poll or a stream batch given up on need a poll)."""
+
+    message_id: str
+    receipt_handle: str
+    poll_by_ms: int | None  # None: as soon as possible
+    reason: str
+    notice: bool = False  # a Lambda failure notice (else a PollRequest)
+
+
+@dataclass(frozen=True)
 class ParsedRecord:
     pointers: list[Pending]
     poison: str | None = None  # why some pointers of a group were unusable (the rest still count)
+    control: Control | None = None
+
+
+def failure_notice_reason(data: Mapping[str, Any]) -> str | None:
+    """What a Lambda OnFailure record (an SQS destination's body) says failed, or None when
+    ``data`` is not one: a stream batch given up on (``DDBStreamBatchInfo``) or an asynchronous
+    invocation whose attempts ran out (``requestPayload``)."""
+    context = data.get("requestContext")
+    if not isinstance(context, Mapping):
+        return None
+    condition = str(context.get("condition", ""))[:80]
+    if isinstance(data.get("DDBStreamBatchInfo"), Mapping):
+        info = data["DDBStreamBatchInfo"]
+        return (f"stream records given up on ({condition}): {info.get('batchSize')} record(s) from "
+                f"{str(info.get('startSequenceNumber'))[:40]}")[:300]
+    if "requestPayload" in data:
+        return f"asynchronous invocation failed ({condition}), {context.get('approximateInvokeCount')} attempt(s)"
+    return None
+
+
+def _control(mid: str, handle: str, data: Mapping[str, Any]) -> Control | None:
+    if data.get("request") == "poll":
+        try:
+            req = PollRequest.model_validate(data, strict=True)
+        except ValidationError as exc:
+            raise PoisonMessage(_validation_reason("PollRequest", exc)) from exc
+        return Control(mid, handle, req.poll_by_ms, req.reason[:300])
+    reason = failure_notice_reason(data)
+    return Control(mid, handle, None, reason, notice=True) if reason is not None else None
 
 
 def message_id_of(record: Mapping[str, Any], position: int) -> str:
@@ -125,6 +168,9 @@ def parse_record(record: Mapping[str, Any], position: int, partition: str | Coll
         raise PoisonMessage(f"body is not JSON: {str(exc)[:120]}") from exc
     if not isinstance(data, dict):
         raise PoisonMessage("body is not a JSON object")
+    control = _control(mid, handle, data)
+    if control is not None:
+        return ParsedRecord([], control=control)
     messages, poison = _messages(body, data, partition)
     if not messages:
         raise PoisonMessage(poison or "no usable row pointer")

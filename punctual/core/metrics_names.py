@@ -23,3 +23,7 @@ PUT_BACK = "PutBack"
 POISON_MESSAGES = "PoisonMessages"
 # Poller: orphans not resent because the delay queue had a backlog at least that large (unit Count).
 ORPHANS_DEFERRED = "OrphansDeferred"
+# Consumer: Lambda failure notices received (a poll whose attempts ran out, a stream batch given
+# up on: the OnFailure destinations are the delay queue) and poll requests served (unit Count).
+FUNCTION_FAILURES = "FunctionFailures"
+POLL_REQUESTS = "PollRequests"

@@ -227,6 +227,22 @@ class DelayGroup(BaseModel):
                           rows=[(sk, attempt) for sk, _, attempt in rows]).body()
 
 
+class PollRequest(BaseModel):
+    """Body of a delay-queue message asking the consumer to make sure a poll starts by
+    ``poll_by_ms`` (the first minute still safe to arm when that has passed): sent by a poll that
+    failed and by an editor that could not arm, so that a schedule whose table or rule is failing
+    is re-armed through SQS (docs/architecture.md, "When arming fails")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request: str = "poll"
+    poll_by_ms: int
+    reason: str = ""
+
+    def body(self) -> str:
+        return dumps(self.model_dump())
+
+
 class DeliveredEvent(BaseModel):
     """Body of each delivery-queue message (see README: delivered event)."""
 

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from .config import MAX_DELAY_SECONDS
 from .cron import minute_not_after, minute_not_before
-from .models import Task
+from .models import RowRejected, Task
 
 
 class RowState(StrEnum):
@@ -65,6 +65,11 @@ def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int,
     if task.attempt >= max_attempts:
         return RowState.EXHAUSTED
     return RowState.ORPHAN
+
+
+def undeliverable(task: Task) -> RowRejected:
+    """Why a row whose sends are used up is rejected (the same words from the poller and the editor)."""
+    return RowRejected("undeliverable", f"still pending after {task.attempt} sends")
 
 
 @dataclass(frozen=True)

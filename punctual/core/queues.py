@@ -37,6 +37,9 @@ class Failed:
     ref: object
     code: str
     message: str
+    # SQS refused the message for its own content (SenderFault): sending it again cannot help. Else
+    # SQS (or the way to it) failed: the message is fine and a later send may pass.
+    sender_fault: bool = False
 
 
 def send_all(
@@ -101,8 +104,9 @@ def _send_batch(sqs, queue_url, batch, clock, attempts, delay_for) -> list[Faile
         retry: list[Outgoing] = []
         for f in resp.get("Failed") or []:
             msg = pending[int(f["Id"])]
-            fail = Failed(msg.ref, str(f.get("Code", "Unknown")), str(f.get("Message", "")))
-            if f.get("SenderFault"):
+            fault = bool(f.get("SenderFault"))
+            fail = Failed(msg.ref, str(f.get("Code", "Unknown")), str(f.get("Message", "")), sender_fault=fault)
+            if fault:
                 permanent.append(fail)  # our request is wrong: retrying cannot help
             else:
                 retry.append(msg)
@@ -115,6 +119,12 @@ def _send_batch(sqs, queue_url, batch, clock, attempts, delay_for) -> list[Faile
         code = str(error_code(exc) or type(exc).__name__)
         return permanent + [Failed(m.ref, code, str(exc)[:300]) for m in sent]
     return permanent + [last_failure[id(m)] for m in left]
+
+
+def send_one(sqs: SQSClient, queue_url: str, body: str, clock: Clock, delay_seconds: int = 0) -> None:
+    """One SendMessage under the one retry policy (raises what still fails)."""
+    call_with_retry(lambda: sqs.send_message(QueueUrl=queue_url, MessageBody=body, DelaySeconds=delay_seconds),
+                    clock)
 
 
 def visible_messages(sqs: SQSClient, queue_url: str, clock: Clock) -> int | None:

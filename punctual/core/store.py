@@ -139,17 +139,29 @@ def claim(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now_ms: in
     return applied is not None
 
 
-def release(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, claimed_ms: int) -> bool:
-    """Undo our claim after a send that failed for good, so the row is sent again soon."""
+def release(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, claimed_ms: int, *,
+            counts: bool = False) -> bool:
+    """Undo our claim after a send that failed for good, so the row is sent again soon.
+
+    The claim counted a send (``punctual_attempt``); a send SQS refused did not reach the delay
+    queue, so it is taken back (invariant 3: attempts count sends that reached it, an outage of
+    any length makes no valid row undeliverable). ``counts``: SQS refused the message for its own
+    content (SenderFault), so the attempt stays and the row is rejected after ``max_attempts``.
+    The row keeps its ``punctual_attempt`` attribute either way: that tells a release from a
+    user's write over the row (stream.classify_record)."""
+    update = "REMOVE #e" if counts else "REMOVE #e SET #a = #a - :one"
+    values: dict[str, Any] = {":mine": {"N": str(claimed_ms)}}
+    if not counts:
+        values[":one"] = {"N": "1"}
     applied = conditional_update(
         ddb,
         clock,
         TableName=s.table_name,
         Key=row_key(task.pk, task.sk),
-        UpdateExpression="REMOVE #e",
+        UpdateExpression=update,
         ConditionExpression="#e = :mine",
-        ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS},
-        ExpressionAttributeValues={":mine": {"N": str(claimed_ms)}},
+        ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS, **({} if counts else {"#a": ATTR_ATTEMPT})},
+        ExpressionAttributeValues=values,
     )
     return applied is not None
 

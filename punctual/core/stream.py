@@ -22,7 +22,8 @@ from typing import Any
 
 from .config import META_PK, Settings
 from .cron import ARM_MARGIN_MS, floor_minute, minute_not_after, minute_not_before, next_minute_after
-from .models import ATTR_ENQUEUED_MS, RowRejected, Task, task_from_item
+from .models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, RowRejected, Task, task_from_item
+from .planning import RowState, row_state, undeliverable
 
 
 class RecordAction(StrEnum):
@@ -81,18 +82,32 @@ def classify_record(record: Any, s: Settings, now_ms: int) -> Classified:
         old = data.get("OldImage")
         if ATTR_ENQUEUED_MS in item:
             return Classified(RecordAction.IGNORE, seq, item, note="in flight")
-        if isinstance(old, Mapping) and ATTR_ENQUEUED_MS in old:
-            # A claim released after a failed send: whoever released it retries it.
+        if isinstance(old, Mapping) and ATTR_ENQUEUED_MS in old and ATTR_ATTEMPT in item:
+            # A claim released after a failed send (store.release keeps the attempt count):
+            # whoever released it made sure a poll comes for it. A put over an in-flight row
+            # (no bookkeeping) is a new task: classified below like an insert.
             return Classified(RecordAction.IGNORE, seq, item, note="claim released")
-    try:
-        task = task_from_item(item, s.partitions, s.event_format)
-    except RowRejected as exc:
-        return Classified(RecordAction.REJECT, seq, item, rejection=exc)
-    except Exception as exc:  # a row we cannot even parse is still the row's problem
-        return Classified(RecordAction.REJECT, seq, item, rejection=RowRejected("malformed", str(exc)[:200]))
+    task, rejection = check_row(item, s, now_ms)
+    if rejection is not None:
+        return Classified(RecordAction.REJECT, seq, item, task=task, rejection=rejection)
+    assert task is not None
     if task.due_ms <= now_ms + s.fast_path_ms or not poll_can_take(task.due_ms, now_ms, s.lead_ms):
         return Classified(RecordAction.SEND_NOW, seq, item, task=task)
     return Classified(RecordAction.ARM_LATER, seq, item, task=task)
+
+
+def check_row(item: dict[str, Any], s: Settings, now_ms: int) -> tuple[Task | None, RowRejected | None]:
+    """The row as a task, or why it is rejected: malformed (``task_from_item``), or its sends used
+    up (the poller's rule, applied by the editor too: planning.row_state)."""
+    try:
+        task = task_from_item(item, s.partitions, s.event_format)
+    except RowRejected as exc:
+        return None, exc
+    except Exception as exc:  # a row we cannot even parse is still the row's problem
+        return None, RowRejected("malformed", str(exc)[:200])
+    if row_state(task, now_ms, s.orphan_grace_ms, s.max_attempts) is RowState.EXHAUSTED:
+        return task, undeliverable(task)
+    return task, None
 
 
 def poll_can_take(due_ms: int, now_ms: int, lead_ms: int) -> bool:

@@ -249,32 +249,48 @@ def test_garbage_records_do_not_block_the_batch(stack, reader):
 # -- failures and crashes -------------------------------------------------------
 
 
-def test_send_failure_reports_the_record_and_its_retry_sends(stack, reader):
+def test_a_refused_send_costs_no_attempt_and_leaves_the_row_to_a_poll_next_minute(stack, reader):
+    """SQS refusing the send (5xx through every retry) is not the record's fault: no batch item
+    failure (no stream retry burning through a brownout), the claim released with its attempt
+    taken back, and a poll armed for the next safe minute sends it (issue 28)."""
+    s = stack.settings
     stack.put_raw(sk(T0_MS + 5000, "a"), {"x": "1"})
     event = reader.event()
     faults = Faults(stack.sqs).fail("SendMessageBatch", "InternalError", times=6)
-    seq = event["Records"][0]["dynamodb"]["SequenceNumber"]
-    assert process_stream(event, stack.deps) == {"batchItemFailures": [{"itemIdentifier": seq}]}
+    assert process_stream(event, stack.deps) == {"batchItemFailures": []}
     faults.clear()
-    assert ATTR_ENQUEUED_MS not in stack.rows()[0]  # claim released
-    release = reader.event()  # the release MODIFY is ignored (the retried record resends)
+    row = stack.rows()[0]
+    assert ATTR_ENQUEUED_MS not in row and row[ATTR_ATTEMPT] == {"N": "0"}  # released, no attempt used
+    assert stack.rule()["ScheduleExpression"] == one_shot_cron(minute_not_after(T0_MS, T0_MS + 10_000))
+    release = reader.event()  # the release MODIFY is ignored: the arm above takes care of the row
     assert process_stream(release, stack.deps) == {"batchItemFailures": []}
-    assert stack.drain(stack.settings.delay_queue_url) == []
-    assert process_stream(event, stack.deps) == {"batchItemFailures": []}  # Lambda's retry
-    assert [b["sk"] for b in delay_bodies(stack, 10)] == [sk(T0_MS + 5000, "a")]
+    assert stack.drain(s.delay_queue_url) == []
+    poll(stack.deps)  # the armed poll
+    (body,) = delay_bodies(stack, 10)
+    assert (body["sk"], body["attempt"]) == (sk(T0_MS + 5000, "a"), 1)
 
 
-def test_arming_failure_reports_the_rows_that_need_it(stack, reader):
+def test_arming_failure_asks_for_a_poll_through_the_delay_queue(stack, reader):
+    """The rule refusing PutRule: the editor asks for the poll with a PollRequest message (the
+    consumer arms it) instead of failing the records; only when SQS refuses that too do the
+    records fail, and Lambda's retry arms."""
     stack.put_raw(sk(T0_MS + 3 * DAY, "a"), {"x": "1"})
     stack.put_raw(sk(T0_MS + 2 * DAY, "b"), {"x": "1"})
     event = reader.event()
+    expected = minute_not_after(T0_MS + 2 * DAY - stack.settings.lead_ms, T0_MS)
     faults = Faults(stack.events).fail("PutRule", "AccessDeniedException")
+    assert process_stream(event, stack.deps) == {"batchItemFailures": []}
+    (request,) = [json.loads(m["Body"]) for m in stack.drain(stack.settings.delay_queue_url)]
+    assert (request["request"], request["poll_by_ms"]) == ("poll", expected)
+    faults.clear()
+
+    both = Faults(stack.events, stack.sqs).fail("PutRule", "AccessDeniedException").fail(
+        "SendMessage", "InternalError", times=6)
     out = process_stream(event, stack.deps)
     assert {f["itemIdentifier"] for f in out["batchItemFailures"]} == {
         r["dynamodb"]["SequenceNumber"] for r in event["Records"]}
-    faults.clear()
+    both.clear()
     assert process_stream(event, stack.deps) == {"batchItemFailures": []}
-    expected = minute_not_after(T0_MS + 2 * DAY - stack.settings.lead_ms, T0_MS)
     assert stack.rule()["ScheduleExpression"] == one_shot_cron(expected)
 
 

@@ -1,6 +1,8 @@
 """A stream record the editor keeps failing on: Lambda gives up on it after MaximumRetryAttempts
-(punctual.lambda_events.stream_after_failure), the records after it go on, and the poller still
-delivers its task (the stream is a fast path; the row is the truth: never lost)."""
+(punctual.lambda_events.stream_after_failure), the records after it go on, and its OnFailure
+record reaches the delay queue, whose consumer arms a poll for the next minute: the task is
+delivered at most 2 minutes after the give-up, also when nothing else is pending (issue 28; it was
+352 s to hours late, and never while nothing else was pending)."""
 
 from __future__ import annotations
 
@@ -43,5 +45,29 @@ def test_a_record_failing_every_retry_is_given_up_alone_and_its_task_still_deliv
         assert len(dropped) == 1 and "poison" in dropped[0]  # it alone, not the record after it
         sent = {d.event["id"]: d.sent_ms - d.event["due_ms"] for d in out.deliveries}
         assert sent["after"] < 1_000  # the editor went on with it: on time, not left to the poller
-        assert sent["poison"] > 60_000  # the poller's next window delivered it, late but not lost
+        (notice,) = world.log.failure_notices
+        assert notice["DDBStreamBatchInfo"]["batchSize"] == 1
+        given_up = max(DUES["poison"], START)  # the retries take milliseconds here
+        poison = next(d for d in out.deliveries if d.event["id"] == "poison")
+        assert 0 <= poison.sent_ms - given_up <= 2 * 60_000, sent
         assert world.idle()
+
+
+def test_a_poison_record_alone_in_the_system_is_still_delivered_soon() -> None:
+    """Nothing else pending: no poll armed by anyone else (before issue 28: never delivered until
+    an unrelated insert). A poisoned record due in an hour is delivered on time."""
+    with environment("fake") as (world, _):
+        sks = {encode_sk(START + 3_000, "now"), encode_sk(START + 3_600_000, "later")}
+
+        def editor(event: dict[str, Any], deps: Deps) -> Any:
+            return {"batchItemFailures": [{"itemIdentifier": r["dynamodb"]["SequenceNumber"]}
+                                          for r in event["Records"] if r["dynamodb"]["Keys"]["sk"]["S"] in sks]}
+
+        world.editor = editor
+        for key in sks:
+            put_row(world, key, {"task": key})
+        world.run_until(START + 3 * 3_600_000, stop=world.idle)
+        out = world.outcome({key: int(key.split("#")[0]) for key in sks})
+        assert (out.lost, out.early, out.duplicates) == ([], [], 0)
+        late = {d.event["id"]: d.sent_ms - d.event["due_ms"] for d in out.deliveries}
+        assert late["now"] <= 2 * 60_000 and late["later"] < 1_000, late

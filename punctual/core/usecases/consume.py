@@ -25,6 +25,7 @@ from punctual.core import metrics_names as names
 from punctual.core import observability as obs
 from punctual.core.clock import sleep_until
 from punctual.core.consumer_rules import (
+    Control,
     Pending,
     PoisonMessage,
     message_id_of,
@@ -40,6 +41,7 @@ from punctual.core.queues import Outgoing, send_all
 from punctual.core.retry import call_with_retry, time_left_ms
 from punctual.core.runtime import Deps
 from punctual.core.store import delete_rows, reject_row, rows_between
+from punctual.core.usecases.ensure_poll import RETRY_SECONDS, ensure_poll, request_poll
 
 
 @dataclass
@@ -50,6 +52,7 @@ class ConsumeReport:
     rejected: int = 0
     put_back: int = 0
     poison: int = 0
+    controls: list[Control] = field(default_factory=list)  # poll requests and failure notices
     undeleted: list[tuple[Pending, Task]] = field(default_factory=list)  # delivered, row not yet deleted
 
     def response(self) -> dict[str, Any]:
@@ -196,6 +199,28 @@ def _delete_delivered(deps: Deps, report: ConsumeReport) -> None:
             report.failures.append(rec.message_id)
 
 
+def _serve_controls(deps: Deps, report: ConsumeReport) -> None:
+    """Arm one poll for the earliest any poll request or failure notice of the batch asks for; if
+    the rule cannot be armed now, ask again a little later (a new message: this one is done)."""
+    controls = report.controls
+    if not controls:
+        return
+    wanted = [c.poll_by_ms for c in controls]
+    by = None if None in wanted else min(w for w in wanted if w is not None)
+    for c in controls:
+        level = "ERROR" if c.notice else "WARNING"  # a notice: a function failed for good
+        obs.log(level, "poll wanted", message_id=c.message_id, reason=c.reason, poll_by_ms=c.poll_by_ms)
+    try:
+        ensure_poll(deps, by)
+    except Exception as exc:  # noqa: BLE001 - the rule is failing: the request goes round again
+        reason = f"the rule could not be armed: {type(exc).__name__}: {str(exc)[:200]}"
+        try:
+            request_poll(deps, by, reason, delay_seconds=RETRY_SECONDS)
+        except Exception as err:  # noqa: BLE001 - and SQS too: SQS redelivers these messages
+            obs.log("ERROR", "poll request kept", error=f"{type(err).__name__}: {str(err)[:200]}")
+            report.failures += [c.message_id for c in controls]
+
+
 def _emit_metrics(deps: Deps, report: ConsumeReport) -> None:
     s, now = deps.settings, deps.clock.now_ms()
     if report.delivered:
@@ -207,6 +232,11 @@ def _emit_metrics(deps: Deps, report: ConsumeReport) -> None:
         obs.metric(s, names.PUT_BACK, report.put_back, timestamp_ms=now)
     if report.poison:
         obs.metric(s, names.POISON_MESSAGES, report.poison, timestamp_ms=now)
+    notices = sum(1 for c in report.controls if c.notice)
+    if notices:
+        obs.metric(s, names.FUNCTION_FAILURES, notices, timestamp_ms=now)
+    if len(report.controls) > notices:
+        obs.metric(s, names.POLL_REQUESTS, len(report.controls) - notices, timestamp_ms=now)
 
 
 def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
@@ -222,6 +252,8 @@ def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
             _poison(record, position, str(exc), report)
         else:
             parsed += one.pointers
+            if one.control is not None:
+                report.controls.append(one.control)
             if one.poison:
                 _poison(record, position, one.poison, report)
         if isinstance(record, dict) and isinstance(record.get("eventSourceARN"), str):
@@ -246,5 +278,6 @@ def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
         if not keep or keep[0].due_ms - clock.now_ms() >= DELETE_WHILE_WAITING_MS:
             _delete_delivered(deps, report)  # deletes never hold back a run that is due
 
+    _serve_controls(deps, report)
     _emit_metrics(deps, report)
     return report.response()

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from punctual.core import observability as obs
-from punctual.core.arming import PollInProgress, arm_no_later_than, compare_and_set, read_arm, sync_rule
+from punctual.core.arming import (
+    PollInProgress,
+    arm_no_later_than,
+    compare_and_set,
+    read_arm,
+    release_lease,
+    sync_rule,
+)
 from punctual.core.cron import ARM_MARGIN_MS, minute_not_before, next_minute_after, one_shot_cron
 from punctual.core.keys import after_window_key, window_upper_key
 from punctual.core.metrics_names import ORPHANS_DEFERRED
@@ -27,11 +34,13 @@ from punctual.core.planning import (
     orphan_count,
     plan_window,
     row_state,
+    undeliverable,
     visible_at,
 )
 from punctual.core.queues import visible_messages
 from punctual.core.runtime import Deps
 from punctual.core.store import across_partitions, query_below, query_from, reject_row
+from punctual.core.usecases.ensure_poll import request_poll
 from punctual.core.usecases.send import claim_and_send
 
 CAS_ROUNDS = 8
@@ -145,9 +154,35 @@ def invocation_token(event: Any, context: Any) -> str | None:
 
 def poll(deps: Deps, token: str | None = None) -> PollReport:
     """One poll. ``token`` (invocation_token): the same in every attempt of one invocation; an
-    attempt resends at once the rows an earlier attempt claimed, and takes over its lease."""
+    attempt resends at once the rows an earlier attempt claimed, and takes over its lease.
+
+    A poll that fails gives its lease back and asks for the next poll through the delay queue
+    (ensure_poll.request_poll), then raises (Lambda retries it): a table or a rule failing for
+    longer than the retries never leaves the schedule without a poll coming (docs/architecture.md,
+    "When arming fails")."""
+    started = deps.clock.now_ms()
+    try:
+        return _poll(deps, token, started)
+    except Exception as exc:
+        _after_failure(deps, started, exc)
+        raise
+
+
+def _after_failure(deps: Deps, started: int, exc: Exception) -> None:
+    error = f"{type(exc).__name__}: {str(exc)[:200]}"
+    obs.log("ERROR", "poll failed", error=error)
+    for step, action in (
+        ("release the lease", lambda: release_lease(deps.ddb, deps.settings, deps.clock, started)),
+        ("request the next poll", lambda: request_poll(deps, None, f"a poll failed: {error}")),
+    ):
+        try:
+            action()
+        except Exception as err:  # noqa: BLE001 - best effort: Lambda's retry and the others remain
+            obs.log("ERROR", f"poll failed and could not {step}", error=f"{type(err).__name__}: {str(err)[:200]}")
+
+
+def _poll(deps: Deps, token: str | None, started: int) -> PollReport:
     s, clock = deps.settings, deps.clock
-    started = clock.now_ms()
     report = PollReport(started_ms=started, window_end_ms=started + s.window_ms)
 
     # 1. Safety net first: if this invocation dies anywhere below, a poll still follows.
@@ -172,8 +207,7 @@ def poll(deps: Deps, token: str | None = None) -> PollReport:
     plan = _unless_backlogged(deps, plan, started, report)
     report.in_flight = plan.in_flight
     for task in plan.exhausted:
-        reject_row(deps.ddb, deps.sqs, s, clock, rows[task.pk, task.sk][0],
-                   RowRejected("undeliverable", f"still pending after {task.attempt} sends"), "poller")
+        reject_row(deps.ddb, deps.sqs, s, clock, rows[task.pk, task.sk][0], undeliverable(task), "poller")
         report.rejected += 1
     sent = claim_and_send(deps.ddb, deps.sqs, s, clock, [send.task for send in plan.sends], token=token)
     report.sent, report.skipped, report.failed = len(sent.sent), len(sent.skipped), len(sent.failed)

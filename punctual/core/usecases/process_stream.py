@@ -4,14 +4,16 @@ For every batch of stream records:
 
 1. classify each record (``punctual.core.stream``): ignore / reject / send now / arm later;
 2. reject malformed rows visibly (rejected-rows queue, log, metric) and go on;
-3. claim and send rows due within the window (or past due) right away;
+3. claim and send rows due within the window (or past due) right away; rows it could not
+   send (SQS or the table refused) are left to a poll by their due time;
 4. arm the rule once for the earliest minute any valid row of the batch needs
    (``arm_no_later_than`` always bumps the meta version, so a concurrent poll
-   re-plans), then ``sync_rule``.
+   re-plans), then ``sync_rule``; failing that, ask for the poll through the delay queue.
 
-A failure of AWS for one record puts that record in ``batchItemFailures`` (Lambda
-retries from the lowest one); a record that is itself the problem is rejected, never
-raised, so it cannot block the shard.
+A record fails (``batchItemFailures``: Lambda retries from the lowest one) only when its row
+could be neither sent nor left to a poll (two services failing), or its rejection failed; a
+record that is itself the problem is rejected, never raised, so it cannot block the shard
+(docs/architecture.md, "A poison record costs only itself").
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from typing import Any
 
 from punctual.core import observability as obs
 from punctual.core.arming import arm_is_current, arm_no_later_than, read_arm, rule_matches, sync_rule
-from punctual.core.models import RowRejected, task_from_item
+from punctual.core.cron import ARM_MARGIN_MS
+from punctual.core.models import RowRejected, Task
+from punctual.core.planning import next_poll_minute
 from punctual.core.runtime import Deps
 from punctual.core.store import get_row, reject_row
-from punctual.core.stream import Classified, RecordAction, StreamPlan, plan_stream_batch
+from punctual.core.stream import Classified, RecordAction, StreamPlan, check_row, plan_stream_batch
+from punctual.core.usecases.ensure_poll import request_poll
 from punctual.core.usecases.send import claim_and_send
 
 SOURCE = "editor"
@@ -61,15 +66,55 @@ def _reject(deps: Deps, c: Classified, report: EditorReport) -> None:
         if current is None:
             report.ignored += 1
             return
-        try:
-            task_from_item(current, s.partitions, s.event_format)
-        except RowRejected as now_exc:
-            item, exc = current, now_exc
-        else:
+        _, now_exc = check_row(current, s, deps.clock.now_ms())
+        if now_exc is None:
             report.ignored += 1  # fixed since: its own MODIFY record takes it from here
             return
+        item, exc = current, now_exc
     reject_row(deps.ddb, deps.sqs, s, deps.clock, item, exc, SOURCE)
     report.rejected += 1
+
+
+def _send(deps: Deps, sends: list[Classified], plan: StreamPlan, report: EditorReport) -> list[Task]:
+    """Claim and send the rows due soon; the rows it could not send (SQS refused them, or the
+    table refused their claims), which a poll must now take."""
+    # a record's sequence number is its token: Lambda's retry of the batch carries the same
+    # records, and may resend what a crashed attempt claimed
+    tokens = {c.task.sk: f"stream:{c.sequence_number}" for c in sends
+              if c.task is not None and c.sequence_number is not None}
+    try:
+        result = claim_and_send(deps.ddb, deps.sqs, deps.settings, deps.clock, plan.send_now, token=tokens)
+    except Exception as exc:  # noqa: BLE001 - the rows stay in the table: a poll takes them
+        obs.log("ERROR", "fast path failed; the rows are left to a poll", error=f"{type(exc).__name__}: "
+                f"{str(exc)[:200]}", rows=len(plan.send_now))
+        return list(plan.send_now)
+    report.sent, report.skipped = len(result.sent), len(result.skipped)
+    return result.failed
+
+
+def _arm(deps: Deps, minute: int, records: list[Classified], report: EditorReport) -> None:
+    """Make sure a poll comes by ``minute``: through the meta row and the rule; failing that,
+    through a poll request in the delay queue; only when both fail do the records fail (Lambda
+    retries them), so a record costs its lane a retry only when two services are failing."""
+    s, clock = deps.settings, deps.clock
+    now = clock.now_ms()
+    try:
+        # Usually a poll is already armed early enough: one read (and a free
+        # DescribeRule) instead of a write, a read and a PutRule (invariant 7).
+        state = read_arm(deps.ddb, s, clock)
+        stale_ms = s.stale_arm_seconds * 1000
+        if not (arm_is_current(state, minute, now, stale_ms) and rule_matches(deps.events, s, clock, state)):
+            armed = arm_no_later_than(deps.ddb, s, clock, minute, replace_before_ms=now - stale_ms)
+            state = sync_rule(deps.ddb, deps.events, s, clock, armed)
+        report.armed_ms = state.armed_ms
+        return
+    except Exception as exc:  # noqa: BLE001
+        error = f"{type(exc).__name__}: {str(exc)[:200]}"
+    try:
+        request_poll(deps, minute, f"an editor could not arm: {error}")
+    except Exception as exc:  # noqa: BLE001
+        for c in records:
+            _fail(report, c, exc, "arm")
 
 
 def process_plan(deps: Deps, plan: StreamPlan) -> EditorReport:
@@ -84,38 +129,18 @@ def process_plan(deps: Deps, plan: StreamPlan) -> EditorReport:
             except Exception as exc:
                 _fail(report, c, exc, "reject")
 
+    minute = plan.arm_minute_ms
     sends = plan.of(RecordAction.SEND_NOW)
     if sends:
-        try:
-            # a record's sequence number is its token: Lambda's retry of the batch carries the same
-            # records, and may resend what a crashed attempt claimed
-            tokens = {c.task.sk: f"stream:{c.sequence_number}" for c in sends
-                      if c.task is not None and c.sequence_number is not None}
-            result = claim_and_send(deps.ddb, deps.sqs, s, clock, plan.send_now, token=tokens)
-            report.sent, report.skipped = len(result.sent), len(result.skipped)
-            failed = {t.sk for t in result.failed}
-            for c in sends:
-                if c.task is not None and c.task.sk in failed:
-                    _fail(report, c, RuntimeError("send failed; claim released"), "send")
-        except Exception as exc:
-            for c in sends:
-                _fail(report, c, exc, "send")
-
-    if plan.arm_minute_ms is not None:
-        now = clock.now_ms()
-        try:
-            # Usually a poll is already armed early enough: one read (and a free
-            # DescribeRule) instead of a write, a read and a PutRule (invariant 7).
-            state = read_arm(deps.ddb, s, clock)
-            stale_ms = s.stale_arm_seconds * 1000
-            if not (arm_is_current(state, plan.arm_minute_ms, now, stale_ms)
-                    and rule_matches(deps.events, s, clock, state)):
-                armed = arm_no_later_than(deps.ddb, s, clock, plan.arm_minute_ms, replace_before_ms=now - stale_ms)
-                state = sync_rule(deps.ddb, deps.events, s, clock, armed)
-            report.armed_ms = state.armed_ms
-        except Exception as exc:
-            for c in plan.arming_records:
-                _fail(report, c, exc, "arm")
+        unsent = _send(deps, sends, plan, report)
+        if unsent:
+            # like the poll's released rows: a poll by their due time - lead (the next minute if
+            # that has passed) sends them; no stream retry burns through an SQS brownout
+            now = clock.now_ms()
+            due = next_poll_minute(now + ARM_MARGIN_MS, min(t.due_ms for t in unsent), None, s.lead_ms)
+            minute = due if due is not None and (minute is None or due < minute) else minute
+    if minute is not None:
+        _arm(deps, minute, plan.arming_records, report)
     return report
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from threading import Event
 from typing import TYPE_CHECKING
 
 from punctual.core import observability as obs
@@ -33,17 +34,33 @@ if TYPE_CHECKING:
 class SendReport:
     sent: list[Task] = field(default_factory=list)
     skipped: list[Task] = field(default_factory=list)  # claimed by someone else / gone
-    failed: list[Task] = field(default_factory=list)  # send failed for good (claim released)
+    # not sent, still to send: the send failed for good (claim released), or the table refused the
+    # claim (the caller makes sure a poll comes for them)
+    failed: list[Task] = field(default_factory=list)
+
+
+UNCLAIMED = -1  # the claim failed: the table refused it
 
 
 def _claim_chunk(ddb: DynamoDBClient, s: Settings, clock: Clock, tasks: Sequence[Task],
-                 token: str | Mapping[str, str] | None) -> list[tuple[Task, int | None]]:
-    """(task, claim time), or (task, None) when someone else holds it or it is gone."""
+                 token: str | Mapping[str, str] | None, broken: Event) -> list[tuple[Task, int | None]]:
+    """(task, claim time), (task, None) when someone else holds it or it is gone, or (task,
+    UNCLAIMED) when the table refused the claim: then the rest are not tried (``broken``), a
+    failing table would cost each of them the retries' backoff."""
     out: list[tuple[Task, int | None]] = []
     for task in tasks:
+        if broken.is_set():
+            out.append((task, UNCLAIMED))
+            continue
         now = clock.now_ms()
         mine = token.get(task.sk) if isinstance(token, Mapping) else token
-        out.append((task, now if claim(ddb, s, clock, task, now, mine) else None))
+        try:
+            out.append((task, now if claim(ddb, s, clock, task, now, mine) else None))
+        except Exception as exc:  # noqa: BLE001 - what was claimed is still sent
+            broken.set()
+            obs.log("ERROR", "claim failed; left to a poll", sk=task.sk, error=f"{type(exc).__name__}: "
+                    f"{str(exc)[:200]}")
+            out.append((task, UNCLAIMED))
     return out
 
 
@@ -77,10 +94,13 @@ def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Cloc
     report = SendReport()
     chunks = [tasks[i : i + BATCH] for i in range(0, len(tasks), BATCH)]
     claimed: list[tuple[Task, int]] = []
-    for part in pmap(lambda c: _claim_chunk(ddb, s, clock, c, token), chunks, s.send_workers):
+    broken = Event()
+    for part in pmap(lambda c: _claim_chunk(ddb, s, clock, c, token, broken), chunks, s.send_workers):
         for task, at in part:
             if at is None:
                 report.skipped.append(task)
+            elif at == UNCLAIMED:
+                report.failed.append(task)
             else:
                 claimed.append((task, at))
     if not claimed:
@@ -107,7 +127,8 @@ def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Cloc
             if failure is None:
                 report.sent.append(task)
                 continue
-            obs.log("ERROR", "send failed; claim released", sk=task.sk, code=failure.code, error=failure.message)
-            release(ddb, s, clock, task, at)
+            obs.log("ERROR", "send failed; claim released", sk=task.sk, code=failure.code, error=failure.message,
+                    counted=failure.sender_fault)
+            release(ddb, s, clock, task, at, counts=failure.sender_fault)
             report.failed.append(task)
     return report

@@ -1,0 +1,58 @@
+"""Use case "ensure a poll": make sure a poll starts by a time, whichever one service is failing.
+
+Arming normally goes through the table (the meta row) and then the rule (``arming.py``). When
+that fails, the schedule must not stall (invariant 2, docs/architecture.md "When arming fails"):
+
+- :func:`request_poll`: whoever could not arm (a poll that failed, an editor) asks for a poll
+  through the delay queue, a ``PollRequest`` message the consumer receives;
+- :func:`ensure_poll`: the consumer arms for it: through the meta row and the rule as usual; with
+  the table failing, the rule alone (the poll it starts re-arms from the table); with the rule
+  failing, it raises, and the consumer asks again a little later (:data:`RETRY_SECONDS`).
+
+Each step needs a different service, so one service failing leaves a way to the next poll.
+"""
+
+from __future__ import annotations
+
+from punctual.core import observability as obs
+from punctual.core.arming import ArmState, apply_rule, arm_no_later_than, sync_rule
+from punctual.core.cron import ARM_MARGIN_MS, floor_minute, next_minute_after, one_shot_cron
+from punctual.core.models import PollRequest
+from punctual.core.queues import send_one
+from punctual.core.runtime import Deps
+
+# A poll request whose poll could not be armed is sent again this much later.
+RETRY_SECONDS = 20
+
+
+def poll_minute(by_ms: int | None, now_ms: int) -> int:
+    """The minute to arm for a poll wanted by ``by_ms`` (None: as soon as possible): the minute
+    containing it, or the first one still safe to arm when that has begun or is too close."""
+    earliest = next_minute_after(now_ms + ARM_MARGIN_MS)
+    return earliest if by_ms is None else max(floor_minute(by_ms), earliest)
+
+
+def ensure_poll(deps: Deps, by_ms: int | None) -> ArmState | None:
+    """Arm the rule for a poll by ``by_ms``; the state applied, or None when only the rule could be
+    armed (the table refused). Raises when the rule cannot be armed."""
+    s, clock = deps.settings, deps.clock
+    now = clock.now_ms()
+    minute = poll_minute(by_ms, now)
+    try:
+        # replaces a begun minute's arm: it fired already (or is dead), and a later arm
+        state = arm_no_later_than(deps.ddb, s, clock, minute, replace_before_ms=now + 1)
+    except Exception as exc:  # noqa: BLE001 - the table is failing: the rule alone still starts a poll
+        obs.log("WARNING", "meta row unavailable: arming the rule alone", error=f"{type(exc).__name__}: "
+                f"{str(exc)[:200]}", cron=one_shot_cron(minute))
+        apply_rule(deps.events, s, clock, minute)
+        return None
+    return sync_rule(deps.ddb, deps.events, s, clock, state)
+
+
+def request_poll(deps: Deps, by_ms: int | None, reason: str, delay_seconds: int = 0) -> None:
+    """Ask the consumer, through the delay queue, for a poll by ``by_ms`` (raises if SQS refuses)."""
+    s = deps.settings
+    body = PollRequest(poll_by_ms=by_ms if by_ms is not None else deps.clock.now_ms(), reason=reason[:300]).body()
+    send_one(deps.sqs, s.delay_queue_url, body, deps.clock, delay_seconds=delay_seconds)
+    obs.log("WARNING", "poll requested through the delay queue", reason=reason[:300], poll_by_ms=by_ms,
+            delay_seconds=delay_seconds)
