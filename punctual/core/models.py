@@ -6,7 +6,6 @@ it into a :class:`Task` or raises :class:`RowRejected` with a reason code.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Collection
 from typing import Any
@@ -17,6 +16,7 @@ from .clock import iso_ms
 from .config import EVENT_FORMATS, META_PK
 from .ddbjson import UnsupportedValue, from_plain, item_to_plain, to_plain
 from .keys import InvalidKey, decode_sk
+from .wire import dumps
 
 # Bookkeeping attributes Punctual writes on a row (prefixed so user rows never clash).
 ATTR_ENQUEUED_MS = "punctual_enqueued_ms"
@@ -29,11 +29,6 @@ ATTR_CLAIM = "punctual_claim"
 MAX_EVENT_BYTES = 262_144
 MAX_PAYLOAD_BYTES = MAX_EVENT_BYTES - 4096
 EVENT_NAMESPACE = uuid.UUID("6b1c3f0e-5d0a-4c7e-9a55-70756e637475")
-
-
-def dumps(obj: Any) -> str:
-    """Compact, deterministic JSON (the wire format for every message we send)."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
 
 
 class RowRejected(ValueError):
