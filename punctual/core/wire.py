@@ -25,7 +25,7 @@ _string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[a
 
 
 class _HasDecimal(Exception):
-    """Raised out of json.dumps when the value holds a Decimal: it needs :func:`_encode`."""
+    """Raised out of json.dumps when the value holds a Decimal: it needs :func:`_text`."""
 
 
 def _refuse(value: Any) -> Any:
