@@ -14,6 +14,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "PunctualClient": "punctual.client",
     "ScheduledTask": "punctual.client",
+    "RedriveReport": "punctual.client",
+    "RedriveLeft": "punctual.client",
     "AlreadyDelivered": "punctual.errors",
     "AlreadyExists": "punctual.errors",
     "InvalidSchedule": "punctual.errors",
@@ -29,11 +31,13 @@ __all__ = [
     "PartialWrite",
     "PunctualClient",
     "PunctualError",
+    "RedriveLeft",
+    "RedriveReport",
     "ScheduledTask",
 ]
 
 if TYPE_CHECKING:
-    from punctual.client import PunctualClient, ScheduledTask
+    from punctual.client import PunctualClient, RedriveLeft, RedriveReport, ScheduledTask
     from punctual.errors import (
         AlreadyDelivered,
         AlreadyExists,

@@ -53,6 +53,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from punctual.core.cron import MINUTE_MS, parse_one_shot_cron
@@ -586,7 +587,8 @@ class VirtualAws:
     def _collect(self) -> None:
         for m in self._drain(self.s.delivery_queue_url):
             sent = int(m.get("Attributes", {}).get("SentTimestamp", self.now))
-            self.log.deliveries.append(Delivery(json.loads(m["Body"]), sent))
+            # numbers read exactly (Decimal), so a payload is compared digit for digit (invariant 9)
+            self.log.deliveries.append(Delivery(json.loads(m["Body"], parse_float=Decimal), sent))
         self.log.rejected += [json.loads(m["Body"]) for m in self._drain(self.s.rejected_queue_url)]
 
     def _drain(self, url: str) -> list[dict[str, Any]]:

@@ -9,7 +9,8 @@ Configuration, first found wins:
   partition  --partition, PUNCTUAL_PARTITION_KEY_VALUE, .punctual/local.json, "scheduler"
   shards     --shards, PUNCTUAL_SHARDS, .punctual/local.json, 1 (the construct's shards)
   queues     PUNCTUAL_DELIVERY_QUEUE_URL / _DELAY_ / _REJECTED_, .punctual/local.json
-Errors are one line on stderr and a non-zero exit (PUNCTUAL_DEBUG=1 shows tracebacks).
+Errors are one line on stderr and a non-zero exit (PUNCTUAL_DEBUG=1 shows tracebacks);
+`redrive` exits 5 when it left messages on the queue.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import argparse
 import os
 import sys
 
-from . import local, monitor, tasks
-from .exits import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_UNREACHABLE, CliError, describe_error
+from . import local, monitor, redrive, tasks
+from .exits import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_PARTIAL, EXIT_UNREACHABLE, CliError, describe_error
 from .target import configured_endpoint
 
-__all__ = ["EXIT_ERROR", "EXIT_NOT_FOUND", "EXIT_UNREACHABLE", "CliError", "build_parser", "main"]
+__all__ = ["EXIT_ERROR", "EXIT_NOT_FOUND", "EXIT_PARTIAL", "EXIT_UNREACHABLE", "CliError", "build_parser", "main"]
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     tasks.add_commands(sub, common)
+    redrive.add_commands(sub, common)
     monitor.add_commands(sub, common)
     local.add_commands(sub, common)
     bench = sub.add_parser("bench", help="benchmark: the real handlers in virtual time vs the alternatives")

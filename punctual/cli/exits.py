@@ -16,6 +16,7 @@ from punctual.timeparse import TimeSpecError
 EXIT_ERROR = 1
 EXIT_NOT_FOUND = 3
 EXIT_UNREACHABLE = 4
+EXIT_PARTIAL = 5  # `punctual redrive` left some messages on the queue (each named on stdout)
 
 _MISSING_RESOURCE = ("ResourceNotFoundException", "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
 

@@ -72,7 +72,7 @@ class Target:
     def client(self) -> PunctualClient:
         """The Python client on this target's table and partition."""
         return PunctualClient(self.need_table(), self.partition, shards=self.shards, ddb=self.clients()["dynamodb"],
-                              clock=SystemClock())
+                              sqs=self.clients()["sqs"], clock=SystemClock())
 
 
 def _first(*values: Any) -> Any:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from decimal import Decimal
 from typing import Any
 
 from punctual.client import PunctualClient, ScheduledTask
 from punctual.core.clock import SystemClock, iso_ms
 from punctual.core.keys import InvalidKey, decode_sk
+from punctual.core.wire import dumps
 from punctual.timeparse import parse_at_ms, resolve_due_ms
 
 from .exits import EXIT_NOT_FOUND, CliError
@@ -47,7 +49,7 @@ def parse_payload(text: str | None) -> dict[str, Any]:
     if text is None:
         return {}
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_float=Decimal)  # every digit of a number reaches the row
     except json.JSONDecodeError as exc:
         raise CliError(f"bad --payload: not JSON ({exc.msg} at character {exc.pos})") from None
     if not isinstance(value, dict):
@@ -96,9 +98,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _task_line(task: ScheduledTask, as_json: bool) -> str:
+    """One task; the payload in the wire's JSON, so its numbers keep every digit."""
     if as_json:
-        return json.dumps({"key": task.key, "due": iso_ms(task.due_ms), "payload": task.payload}, default=str)
-    return f"{task.key}  {iso_ms(task.due_ms)}  {json.dumps(task.payload, default=str)}"
+        return dumps({"key": task.key, "due": iso_ms(task.due_ms), "payload": task.payload})
+    return f"{task.key}  {iso_ms(task.due_ms)}  {dumps(task.payload)}"
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:

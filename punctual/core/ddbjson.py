@@ -2,7 +2,8 @@
 
 Rows arrive as attribute values (``{"S": ".."}``, ``{"N": ".."}``...) from stream
 images and low-level client calls; consumers get plain JSON. Numbers become int
-when integral, else float; sets become sorted lists; binary becomes base64 text.
+when integral, else :class:`decimal.Decimal` with every digit of the row's text (DynamoDB keeps
+38; a float keeps ~17); sets become sorted lists; binary becomes base64 text.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ class UnsupportedValue(ValueError):
     """A value that has no faithful plain-JSON (or DynamoDB) form."""
 
 
-def _number(text: str) -> int | float:
+def _number(text: str) -> int | Decimal:
+    """A number attribute's text as an exact number: int when integral, else Decimal."""
     try:
         d = Decimal(text)
     except InvalidOperation as exc:
@@ -26,14 +28,13 @@ def _number(text: str) -> int | float:
         raise UnsupportedValue(f"non-finite number: {text!r}")
     if d == d.to_integral_value() and "e" not in text.lower() and "." not in text:
         return int(d)
-    if d == d.to_integral_value() and abs(d) <= Decimal(2) ** 53:
-        # "2.0", "1E+3": integral and exact as a float too; beyond 2**53 a float text
-        # ("5.2e+16") stays a float, or the int would not equal the number written.
-        return int(d)
-    f = float(d)
-    if math.isinf(f):
+    if math.isinf(float(d)):
+        # beyond DynamoDB's range (1E+126) too; a JSON reader would make it infinity
         raise UnsupportedValue(f"number out of float range: {text!r}")
-    return f
+    if d == d.to_integral_value() and abs(d) <= Decimal(2) ** 53:
+        # "2.0", "1E+3": written as before, an integer; "1E+40" stays a Decimal (its text is short)
+        return int(d)
+    return d
 
 
 def to_plain(av: Any) -> Any:

@@ -6,7 +6,6 @@ it into a :class:`Task` or raises :class:`RowRejected` with a reason code.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Collection
 from typing import Any
@@ -17,6 +16,7 @@ from .clock import iso_ms
 from .config import EVENT_FORMATS, META_PK
 from .ddbjson import UnsupportedValue, from_plain, item_to_plain, to_plain
 from .keys import InvalidKey, decode_sk
+from .wire import dumps
 
 # Bookkeeping attributes Punctual writes on a row (prefixed so user rows never clash).
 ATTR_ENQUEUED_MS = "punctual_enqueued_ms"
@@ -29,11 +29,6 @@ ATTR_CLAIM = "punctual_claim"
 MAX_EVENT_BYTES = 262_144
 MAX_PAYLOAD_BYTES = MAX_EVENT_BYTES - 4096
 EVENT_NAMESPACE = uuid.UUID("6b1c3f0e-5d0a-4c7e-9a55-70756e637475")
-
-
-def dumps(obj: Any) -> str:
-    """Compact, deterministic JSON (the wire format for every message we send)."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
 
 
 class RowRejected(ValueError):
@@ -297,7 +292,10 @@ def delivery_body(event: DeliveredEvent, task: Task, event_format: str) -> str:
 
 
 class Rejection(BaseModel):
-    """What an operator sees for a refused row (rejected-rows queue body and log line)."""
+    """What an operator sees for a refused row (rejected-rows queue body and log line), and what
+    ``punctual redrive`` needs to put it back (README, "Rejected rows"): the table, and the whole row
+    in DynamoDB JSON with binary as base64 text, unless ``item_complete`` is false (a row too big
+    for one SQS message is cut to its key and attribute names)."""
 
     code: str
     reason: str
@@ -305,10 +303,13 @@ class Rejection(BaseModel):
     sk: str | None = None
     source: str
     rejected_at: str
+    table: str | None = None
     item: dict[str, Any] = Field(default_factory=dict, description="the row as DynamoDB JSON")
+    item_complete: bool = True
 
     @classmethod
-    def of(cls, item: dict[str, Any], exc: RowRejected, source: str, now_ms: int) -> Rejection:
+    def of(cls, item: dict[str, Any], exc: RowRejected, source: str, now_ms: int,
+           table: str | None = None) -> Rejection:
         rejection = cls(
             code=exc.code,
             reason=exc.reason,
@@ -316,7 +317,9 @@ class Rejection(BaseModel):
             sk=_plain_str(item, "sk") if isinstance(item, dict) else None,
             source=source,
             rejected_at=iso_ms(now_ms),
+            table=table,
             item=_jsonable(item),
+            item_complete=isinstance(item, dict),
         )
         return rejection._fit()
 
@@ -337,11 +340,12 @@ class Rejection(BaseModel):
                 continue
             kept.pop(name)
             omitted[name] = sizes[name]
-            trial = self.model_copy(update={"item": {**kept, "_omitted_bytes": {"M": {
+            trial = self.model_copy(update={"item_complete": False, "item": {**kept, "_omitted_bytes": {"M": {
                 k: {"N": str(v)} for k, v in omitted.items()}}}})
             if len(trial.body().encode("utf-8")) <= MAX_EVENT_BYTES - 1024:
                 return trial
-        return self.model_copy(update={"item": {k: v for k, v in self.item.items() if k in ("pk", "sk")}})
+        return self.model_copy(update={"item_complete": False,
+                                       "item": {k: v for k, v in self.item.items() if k in ("pk", "sk")}})
 
     def body(self) -> str:
         """JSON for the rejected-rows queue; a row too big for one SQS message is cut to
@@ -356,7 +360,7 @@ class Rejection(BaseModel):
             "note": f"row omitted: the rejection was {size} bytes, over the SQS limit",
             "attributes": sorted(str(k) for k in item)[:100],
         }
-        return dumps(self.model_copy(update={"item": slim}).model_dump())
+        return dumps(self.model_copy(update={"item": slim, "item_complete": False}).model_dump())
 
 
 # One SQS message (the rejected-rows queue); rows can be up to 400 KB in DynamoDB.

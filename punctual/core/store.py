@@ -227,7 +227,7 @@ def reject_row(
     between leaves the row for the next attempt rather than losing it.
     """
     now = clock.now_ms()
-    rejection = Rejection.of(item, exc, source, now)
+    rejection = Rejection.of(item, exc, source, now, table=s.table_name)
     obs.log("WARN", "row rejected", code=rejection.code, reason=rejection.reason, pk=rejection.pk,
             sk=rejection.sk, source=source)
     obs.metric(s, REJECTED_ROWS, 1, timestamp_ms=now, code=rejection.code)

@@ -100,6 +100,9 @@ def test_local_down_without_a_stack(capsys, tmp_path):
 def test_parse_payload():
     assert parse_payload(None) == {}
     assert parse_payload('{"a": [1, {"b": null}]}') == {"a": [1, {"b": None}]}
+    # every digit of a number reaches the row (invariant 9), not a float's 17
+    assert str(parse_payload('{"pi": 3.1415926535897932384626433832795028841}')["pi"]) == (
+        "3.1415926535897932384626433832795028841")
 
 
 def test_a_real_process_prints_no_traceback(tmp_path):
