@@ -123,3 +123,18 @@ def test_the_log_level_setting():
     assert ENV["log_level"] == "PUNCTUAL_LOG_LEVEL"
     with pytest.raises(ValueError, match="log level must be one of DEBUG, INFO, WARNING, ERROR, got 'WARN'"):
         load_settings({"PUNCTUAL_LOG_LEVEL": "WARN"})
+
+
+def test_the_readme_documents_the_log_level_and_each_functions_required_variables():
+    import re
+    from pathlib import Path
+
+    from punctual.core.config import REQUIRED
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "| log level | `PUNCTUAL_LOG_LEVEL` | INFO |" in readme
+    text = readme[readme.index("Set by the construct and required"):]
+    text = text[:text.index("\n\n")]
+    for function, attrs in REQUIRED.items():
+        listed = re.search(rf"{function} ((?:`PUNCTUAL_\w+`[,;.]?\s*)+)", text).group(1)
+        assert re.findall(r"`(PUNCTUAL_\w+)`", listed) == [ENV[a] for a in attrs], function
