@@ -398,7 +398,9 @@ class Scheduler(Construct):
         environment = to_environment(settings)
 
         # ---- functions -----------------------------------------------------------------------
-        code = functions_code(architecture, runtime)
+        # wheels fetched now if this synth bundles the stack: a synth that cannot get them stops here
+        # with one AssetBuildError instead of failing inside CDK's bundling callback
+        code = functions_code(architecture, runtime, bundle=stack.bundling_required)
 
         def function(cid: str, handler: str, timeout: Duration, memory_mb: int, description: str, **kw):
             log_group = logs.LogGroup(self, f"{cid}Logs", retention=log_retention, removal_policy=removal_policy)
