@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-long demo synth cdk-synth bench lint clean
+.PHONY: install test test-long demo synth cdk-synth bench lint dist clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -44,5 +44,13 @@ cdk-synth: $(STAMP) node_modules/.bin/cdk
 bench: $(STAMP)
 	$(BIN)/punctual bench $(BENCH_ARGS)
 
+# The wheel and the sdist in dist/, checked: twine's metadata and README rendering checks, then the
+# wheel installed in a fresh venv (no dependencies) must import its construct module and CLI.
+dist: $(STAMP)
+	rm -rf dist build
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/twine check --strict dist/*
+	$(BIN)/python -m tests.packaging.check_dist dist
+
 clean:
-	rm -rf $(VENV) cdk.out node_modules .pytest_cache .mypy_cache
+	rm -rf $(VENV) cdk.out node_modules .pytest_cache .mypy_cache dist build

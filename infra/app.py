@@ -8,6 +8,7 @@ installed (dev extra): a finding fails the synth unless acknowledged with a reas
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,7 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from .bundling import AssetBuildError
 from .construct import Scheduler
 
 # A consumer of delivered events, as small as it gets: log the id (dedupe key), due time and
@@ -98,7 +100,11 @@ def build_app(
 def main() -> None:
     # Under the CDK CLI, CDK_OUTDIR is set and App uses it; run directly, write ./cdk.out.
     outdir = None if os.environ.get("CDK_OUTDIR") else "cdk.out"
-    build_app(outdir=outdir).synth()
+    try:
+        build_app(outdir=outdir).synth()
+    except AssetBuildError as exc:  # e.g. offline without the wheel cache: one line, no traceback
+        print(f"punctual: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

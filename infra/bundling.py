@@ -10,6 +10,13 @@ runtime's CPython version), whatever machine runs the synth. pydantic-core is
 compiled, so a wheel for the build machine would fail at import time on Lambda.
 
 boto3/botocore are not bundled: the Lambda Python runtime provides them.
+
+The third-party packages are pinned to exactly what is installed here, pydantic and everything it
+requires (:func:`pinned_requirements`), so the asset hash (which covers the pip command) changes
+when any of their bytes could. Their wheels are fetched once into a cache (:func:`fetch_wheels`,
+``$PUNCTUAL_WHEEL_CACHE``, default ``~/.cache/punctual/wheels``) before CDK bundles, so a synth
+without the package index either uses the cache or stops with one clear :class:`AssetBuildError`
+rather than a failure deep inside CDK's bundling callback.
 """
 
 from __future__ import annotations
@@ -17,10 +24,12 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +56,88 @@ RUNTIME_DISTRIBUTIONS: tuple[str, ...] = ("pydantic",)
 _IGNORE = ("__pycache__", "*.pyc", "*.pyo", ".pytest_cache", ".mypy_cache")
 
 
+def _normalized(name: str) -> str:
+    """PEP 503's name normalisation (``Typing_Extensions`` -> ``typing-extensions``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_closure(distributions: Iterable[str]) -> list[str]:
+    """``distributions`` and, transitively, every distribution they require (requirements of extras
+    left out), normalised and sorted."""
+    seen: set[str] = set()
+    todo = [_normalized(n) for n in distributions]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for req in requires:
+            if "extra ==" not in req.replace('extra=="', 'extra == "'):
+                match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", req)
+                if match:
+                    todo.append(_normalized(match.group(0)))
+    return sorted(seen)
+
+
 def pinned_requirements(distributions: Sequence[str] = RUNTIME_DISTRIBUTIONS) -> list[str]:
-    """``name==version`` for each distribution installed here (deploy what the tests ran), else unpinned."""
+    """``name==version`` for each distribution of :func:`requirement_closure` installed here (deploy
+    exactly what the tests ran: pydantic, pydantic-core, typing-extensions, ...), else unpinned."""
     out = []
-    for name in distributions:
+    for name in requirement_closure(distributions):
         try:
             out.append(f"{name}=={importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError:
             out.append(name)
     return out
+
+
+class AssetBuildError(RuntimeError):
+    """The Lambda asset cannot be built here (its wheels cannot be fetched): a short message that
+    says what and how to fix it."""
+
+
+#: Where fetched wheels are kept (a folder per platform, Python version and pins).
+WHEEL_CACHE_ENV = "PUNCTUAL_WHEEL_CACHE"
+
+
+def wheel_cache_dir(platform: str, version: str, requirements: Sequence[str]) -> Path:
+    base = os.environ.get(WHEEL_CACHE_ENV) or Path.home() / ".cache" / "punctual" / "wheels"
+    key = hashlib.sha256("\0".join([platform, version, *requirements]).encode()).hexdigest()[:16]
+    return Path(base) / f"{platform}-cp{version.replace('.', '')}-{key}"
+
+
+def fetch_wheels(platform: str, version: str, requirements: Sequence[str], python: str = sys.executable) -> Path:
+    """A folder with the wheels of ``requirements`` (and what they require) for the Lambda platform:
+    from the cache if an earlier synth filled it, else downloaded by pip (its index settings apply:
+    ``PIP_INDEX_URL``, ``PIP_FIND_LINKS``...). :class:`AssetBuildError` if pip cannot get them."""
+    dest = wheel_cache_dir(platform, version, requirements)
+    if (dest / ".complete").is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".partial-") as tmp:
+        cmd = [python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--only-binary=:all:",
+               "--platform", platform, "--implementation", "cp", "--python-version", version, "--dest", tmp,
+               *requirements]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
+            last = next((ln for ln in reversed(lines) if ln.startswith("ERROR")), lines[-1] if lines else "")
+            raise AssetBuildError(
+                f"cannot fetch the Lambda asset's wheels ({', '.join(requirements)}) for {platform}, "
+                f"CPython {version}: pip says: {last[:300]} -- the synth downloads them once from the package "
+                f"index (pip's PIP_INDEX_URL / PIP_FIND_LINKS apply) into {dest.parent}; synth once online, or "
+                f"set {WHEEL_CACHE_ENV} to a folder filled on a machine that has them"
+            )
+        (Path(tmp) / ".complete").write_text("\n".join(requirements) + "\n")
+        if dest.exists():  # another synth finished first
+            shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+        Path(tmp).mkdir()  # for TemporaryDirectory's cleanup
+    return dest
 
 
 def pip_platform(architecture: lambda_.Architecture) -> str:
@@ -75,6 +157,24 @@ def python_version(runtime: lambda_.Runtime) -> str:
 BYTECODE_PYTHON_ENV = "PUNCTUAL_BYTECODE_PYTHON"
 
 
+def installed_pythons(version: str) -> list[str]:
+    """Interpreters of Python ``version`` installed by the usual managers, even when not on PATH or
+    not active: pyenv (``$PYENV_ROOT/versions``), uv (``~/.local/share/uv/python``), Homebrew and
+    python.org/Linux prefixes. Newest patch first."""
+    home = Path.home()
+    patterns = [
+        (Path(os.environ.get("PYENV_ROOT") or home / ".pyenv") / "versions", f"{version}*/bin/python{version}"),
+        (Path(os.environ.get("UV_PYTHON_INSTALL_DIR") or home / ".local/share/uv/python"),
+         f"cpython-{version}*/bin/python{version}"),
+        (Path("/opt/homebrew/bin"), f"python{version}"),
+        (Path("/usr/local/bin"), f"python{version}"),
+        (Path("/usr/bin"), f"python{version}"),
+    ]
+    found = [str(path) for base, pattern in patterns if base.is_dir()
+             for path in sorted(base.glob(pattern), reverse=True)]
+    return list(dict.fromkeys(found))
+
+
 def bytecode_python(version: str, candidates: Sequence[str] | None = None) -> str | None:
     """An interpreter of Python ``version`` ("3.13") on this machine, to compile the asset's bytecode
     with; None if there is none. A ``.pyc`` is only used by the interpreter version that wrote it,
@@ -82,10 +182,11 @@ def bytecode_python(version: str, candidates: Sequence[str] | None = None) -> st
     (measured on CPython 3.13: the three handlers import in ~450-495 ms from source and ~205 ms
     from bytecode, docs/construct.md "Packaging without Docker"). Each candidate is run to check
     its version (a pyenv shim for an inactive version exists on PATH but fails). Looked for:
-    ``$PUNCTUAL_BYTECODE_PYTHON``, the interpreter running the synth, ``python<version>`` on PATH."""
+    ``$PUNCTUAL_BYTECODE_PYTHON``, the interpreter running the synth, ``python<version>`` on PATH,
+    then :func:`installed_pythons` (pyenv, uv, ... even when not active)."""
     if candidates is None:
         chosen = os.environ.get(BYTECODE_PYTHON_ENV)
-        candidates = [c for c in (chosen, sys.executable, f"python{version}") if c]
+        candidates = [c for c in (chosen, sys.executable, f"python{version}") if c] + installed_pythons(version)
     for candidate in candidates:
         path = shutil.which(candidate)
         if path is None:
@@ -134,6 +235,7 @@ class LocalPythonBundling:
         sources: Sequence[tuple[Path, str]] = SOURCES,
         python: str = sys.executable,
         compile_with: str | None = None,
+        wheels: Path | None = None,
     ) -> None:
         self.platform = platform
         self.python_version = python_version
@@ -141,6 +243,7 @@ class LocalPythonBundling:
         self.sources = [(Path(src), dest) for src, dest in sources]
         self.python = python
         self.compile_with = compile_with  # an interpreter of the runtime's version, or None: no bytecode
+        self.wheels = wheels  # fetch_wheels' folder, or None: fetched when bundling
 
     # jsii calls tryBundle(outputDir, options); the options struct is not needed here.
     def try_bundle(self, output_dir: str, *args: Any, **kwargs: Any) -> bool:
@@ -152,8 +255,10 @@ class LocalPythonBundling:
                 (out / dest).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, out / dest)
         if self.requirements:
+            wheels = self.wheels or fetch_wheels(self.platform, self.python_version, self.requirements, self.python)
             cmd = [self.python, "-m", "pip",
-                   *pip_arguments(str(out), self.platform, self.python_version, self.requirements)]
+                   *pip_arguments(str(out), self.platform, self.python_version, self.requirements),
+                   "--no-index", "--find-links", str(wheels)]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
                 raise RuntimeError(f"pip failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}")
@@ -169,23 +274,28 @@ def functions_code(
     architecture: lambda_.Architecture,
     runtime: lambda_.Runtime,
     requirements: Sequence[str] | None = None,
+    bundle: bool = True,
 ) -> lambda_.AssetCode:
     """One asset (handlers + ``punctual.core`` + wheels) shared by the three functions of a stack.
 
     The asset hash covers the sources (caches excluded) and the bundling command below,
-    which names the platform, Python version and pinned requirements: a change to any of
-    them gives a new asset.
+    which names the platform, Python version and the exact pins of every third-party package:
+    a change to any of them gives a new asset. ``bundle``: whether this synth bundles the stack
+    (``Stack.bundling_required``); if so the wheels are fetched now, so a synth that cannot get
+    them stops here with :class:`AssetBuildError`.
     """
     reqs = pinned_requirements() if requirements is None else list(requirements)
     platform, version = pip_platform(architecture), python_version(runtime)
-    compile_with = bytecode_python(version)
-    if compile_with is None:
-        print(f"punctual: no Python {version} here: the Lambda asset ships without bytecode "
-              f"(each cold start compiles it; see docs/construct.md)", file=sys.stderr)
+    wheels = fetch_wheels(platform, version, reqs) if bundle and reqs else None
+    compile_with = bytecode_python(version) if bundle else None
+    if bundle and compile_with is None:
+        print(f"punctual: no Python {version} found (set {BYTECODE_PYTHON_ENV}): the Lambda asset ships without "
+              f"bytecode, ~250 ms more per cold start (docs/construct.md, 'Packaging without Docker')",
+              file=sys.stderr)
     local = LocalPythonBundling(platform=platform, python_version=version, requirements=reqs,
-                                compile_with=compile_with)
+                                compile_with=compile_with, wheels=wheels)
     command = ["pip", *pip_arguments("/asset-output", platform, version, reqs)]
-    if compile_with:  # the hash tells an asset with bytecode from one without
+    if compile_with or not bundle:  # the hash tells an asset with bytecode from one without
         command += ["&&", f"python{version}", *compile_arguments("/asset-output")]
     return lambda_.Code.from_asset(
         str(FUNCTIONS_DIR),

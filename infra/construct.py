@@ -87,6 +87,14 @@ EDITOR_PARALLELIZATION = 10
 RULE_TARGET_RETRY_ATTEMPTS = 8
 RULE_TARGET_MAX_EVENT_AGE = Duration.hours(1)
 DLQ_RETENTION = Duration.days(14)
+# What a message in each dead-letter queue is (its alarm's description).
+DEAD_LETTER_WHAT = {
+    "DelayDeadLetterQueue": "pointers the consumer failed 10 times",
+    "DeliveryDeadLetterQueue": "delivered events your consumers failed 5 times",
+    "StreamDeadLetterQueue": "stream batches the editor failed",
+    "RuleDeadLetterQueue": "poller invocations EventBridge could not make",
+    "PollerFailureQueue": "polls that failed after Lambda's retries",
+}
 DELAY_RETENTION = Duration.days(4)  # pointers live <= 15 min + retries; a DLQ keeps the failures
 DELIVERY_RETENTION = Duration.days(14)  # consumers may be down for a long weekend
 # An alarm's dimension value is 1-255 characters (AWS::CloudWatch::Alarm Dimension, CloudFormation
@@ -209,7 +217,12 @@ class Scheduler(Construct):
         cdk-scheduler consumers read; docs/migrating.md). Default: ``"punctual"``.
     :param resync_on_deploy: invoke the poller once after a deployment that creates or changes the
         rule (CloudFormation puts it back DISABLED; the poll re-arms it from the meta row). Adds
-        an ``AwsCustomResource`` (a Node.js function run at deploy time only). Default: True.
+        an ``AwsCustomResource`` (a Node.js function run at deploy time only; its log group keeps
+        ``log_retention``). Default: True.
+    :param tracing: AWS X-Ray tracing of the three functions (``lambda_.Tracing.ACTIVE``: Lambda
+        records each invocation's segment; the functions add no subsegments; their roles get
+        ``xray:PutTraceSegments``/``xray:PutTelemetryRecords``, which have no resource-level
+        permissions). Default: None (CloudFormation's default: not traced).
     """
 
     def __init__(
@@ -241,6 +254,7 @@ class Scheduler(Construct):
         instance_name: str | None = None,
         event_format: str = "punctual",
         resync_on_deploy: bool = True,
+        tracing: lambda_.Tracing | None = None,
         window_seconds: int | None = None,
         lead_seconds: int | None = None,
         orphan_grace_seconds: int | None = None,
@@ -301,6 +315,9 @@ class Scheduler(Construct):
         self.metrics_namespace = metrics_namespace
         self.instance_name = instance_name
         self.encryption_key = encryption_key
+        self.log_retention = log_retention
+        self.removal_policy = removal_policy
+        self.tracing = tracing
         stack = Stack.of(self)
 
         # ---- table -------------------------------------------------------------------------
@@ -381,7 +398,9 @@ class Scheduler(Construct):
         environment = to_environment(settings)
 
         # ---- functions -----------------------------------------------------------------------
-        code = functions_code(architecture, runtime)
+        # wheels fetched now if this synth bundles the stack: a synth that cannot get them stops here
+        # with one AssetBuildError instead of failing inside CDK's bundling callback
+        code = functions_code(architecture, runtime, bundle=stack.bundling_required)
 
         def function(cid: str, handler: str, timeout: Duration, memory_mb: int, description: str, **kw):
             log_group = logs.LogGroup(self, f"{cid}Logs", retention=log_retention, removal_policy=removal_policy)
@@ -403,6 +422,7 @@ class Scheduler(Construct):
                 description=description,
                 log_group=log_group,
                 role=role,
+                tracing=tracing,
                 **kw,
             )
 
@@ -548,6 +568,10 @@ class Scheduler(Construct):
                                     resources=[self.poller_function.function_arn]),
             ]),
             install_latest_aws_sdk=False,
+            # CDK's provider function logs here, not to a never-expiring /aws/lambda/... group (if this
+            # construct creates the stack's provider: it is one function per stack, shared)
+            log_group=logs.LogGroup(self, "ResyncRuleLogs", retention=self.log_retention,
+                                    removal_policy=self.removal_policy),
         )
         # after the rule is (re)put, and after the poller and its permissions are in place
         resync.node.add_dependency(self.rule, self.poller_function)
@@ -644,7 +668,8 @@ class Scheduler(Construct):
         """Let ``grantee`` write, read, list and cancel task rows (raw writes or the editor's client).
 
         Restricted to the task partitions (``dynamodb:LeadingKeys``): producers can never touch
-        Punctual's meta row. Also grants use of the table's KMS key if it has one.
+        Punctual's meta row. Also grants use of the table's KMS key if it has one; the returned grant
+        is both (``iam.Grant.combine``), so ``assert_success`` and ``apply_before`` cover the key too.
         """
         grant = iam.Grant.add_to_principal(
             grantee=grantee,
@@ -653,7 +678,7 @@ class Scheduler(Construct):
             conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": list(self.partitions)}},
         )
         if self.table.encryption_key is not None:
-            self.table.encryption_key.grant_encrypt_decrypt(grantee)
+            grant = grant.combine(self.table.encryption_key.grant_encrypt_decrypt(grantee))
         return grant
 
     def grant_consume(self, grantee: iam.IGrantable) -> iam.Grant:
@@ -684,20 +709,34 @@ class Scheduler(Construct):
         """Rows rejected as malformed or undeliverable (sum by default), emitted by every function."""
         return self.metric(REJECTED_ROWS, period=period or METRIC_PERIOD, **options)
 
-    def metric_delay_queue_age(self, *, period: Duration | None = None) -> cloudwatch.Metric:
-        """Age in seconds of the delay queue's oldest message (maximum over 5 minutes by default)."""
-        return self.delay_queue.metric_approximate_age_of_oldest_message(statistic="Maximum",
-                                                                         period=period or METRIC_PERIOD)
+    def metric_delay_queue_age(self, **options) -> cloudwatch.Metric:
+        """Age in seconds of the delay queue's oldest message. ``options``: ``cloudwatch.MetricOptions``
+        fields. Default: Maximum over 5 minutes."""
+        options.setdefault("statistic", "Maximum")
+        options.setdefault("period", METRIC_PERIOD)
+        return self.delay_queue.metric_approximate_age_of_oldest_message(**options)
 
-    def metric_dead_letters(self, *, period: Duration | None = None) -> cloudwatch.IMetric:
-        """Messages visible in all of this construct's dead-letter queues (sum of their maxima)."""
-        period = period or METRIC_PERIOD
-        metrics = {
-            f"d{i}": q.metric_approximate_number_of_messages_visible(statistic="Maximum", period=period)
-            for i, q in enumerate(self.dead_letter_queues)
-        }
+    def metric_dead_letter_queue(self, queue: sqs.IQueue, **options) -> cloudwatch.Metric:
+        """Messages visible in one dead-letter ``queue``. ``options``: ``cloudwatch.MetricOptions`` fields.
+        Default: Maximum over 5 minutes. An empty queue left alone for hours stops publishing (SQS
+        publishes a queue's metrics while it is active): no data then means no message."""
+        options.setdefault("statistic", "Maximum")
+        options.setdefault("period", METRIC_PERIOD)
+        return queue.metric_approximate_number_of_messages_visible(**options)
+
+    def metric_dead_letters(self, **options) -> cloudwatch.MathExpression:
+        """Messages visible in all of this construct's dead-letter queues: the sum of each queue's
+        maximum, each ``FILL``-ed with 0, so the sum has data while any one queue publishes (a bare
+        ``d0 + d1 + ...`` has none while one queue is inactive). For graphs; the alarms watch each
+        queue on its own (:meth:`metric_dead_letter_queue`). ``options``: ``cloudwatch.MetricOptions``
+        fields; ``label``, ``color`` and ``period`` apply to the sum, the others to each queue's metric.
+        Default: Maximum over 5 minutes, label "Dead letters"."""
+        outer = {k: options.pop(k) for k in ("label", "color") if k in options}
+        outer.setdefault("label", "Dead letters")
+        period = options.setdefault("period", METRIC_PERIOD)
+        metrics = {f"d{i}": self.metric_dead_letter_queue(q, **options) for i, q in enumerate(self.dead_letter_queues)}
         return cloudwatch.MathExpression(
-            expression=" + ".join(metrics), using_metrics=metrics, label="Dead letters", period=period
+            expression=" + ".join(f"FILL({m}, 0)" for m in metrics), using_metrics=metrics, period=period, **outer,
         )
 
     # ---- internals ----------------------------------------------------------------------------------
@@ -721,8 +760,11 @@ class Scheduler(Construct):
             )
 
         name = f"Punctual {self.instance_name}"
-        alarm("DeadLettersAlarm", self.metric_dead_letters(), 1,
-              f"{name}: messages in a dead-letter queue (tasks, stream batches or polls that failed)")
+        # One alarm per dead-letter queue, on its own metric: a sum of the queues' metrics has no data
+        # while any queue is inactive (SQS publishes an idle empty queue's metrics for ~6 hours only).
+        for q in self.dead_letter_queues:
+            alarm(f"{q.node.id}Alarm", self.metric_dead_letter_queue(q), 1,
+                  f"{name}: messages in the dead-letter queue {q.node.id} ({DEAD_LETTER_WHAT[q.node.id]})")
         for fn in self.functions:
             alarm(f"{fn.node.id}ErrorsAlarm", fn.metric_errors(period=METRIC_PERIOD, statistic="Sum"), 1,
                   f"{name}: {fn.node.id.lower()} function errors")
@@ -800,7 +842,12 @@ class Scheduler(Construct):
                     "on the poller.")
                 ack(provider, "AwsSolutions-L1",
                     "CDK's AwsCustomResource provider: its Node.js runtime is chosen and updated by aws-cdk-lib.")
+        traced = self.tracing is not None and self.tracing != lambda_.Tracing.DISABLED
         for fn in self.functions:
+            if traced and fn.role is not None:
+                ack(fn.role, "AwsSolutions-IAM5[Resource::*]",
+                    "X-Ray tracing (the tracing prop): xray:PutTraceSegments and xray:PutTelemetryRecords support "
+                    "no resource-level permissions.")
             ack(fn, "AwsSolutions-L1",
                 "The runtime is a prop (default python3.13, the version the bundled wheels are built and tested "
                 "for); newer runtimes are opt-in.")

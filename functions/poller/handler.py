@@ -16,6 +16,6 @@ __all__ = ["handler", "poll"]
 
 def handler(event: dict[str, Any], context: Any, deps: Deps | None = None) -> dict[str, Any]:
     """``deps``: Lambda passes none (built from the environment); the local stack passes its own."""
-    deps = deps or default_deps()
+    deps = deps or default_deps("poller")
     start_invocation(context, deps.clock)
     return poll(deps, token=invocation_token(event, context)).summary()

@@ -31,7 +31,7 @@ class CliError(Exception):
 
 def describe_error(exc: BaseException, endpoint: str | None = None) -> tuple[str, int]:
     """One line for any failure, and the exit code."""
-    found = _own(exc) or _connection(exc, endpoint) or _aws(exc) or _client(exc)
+    found = _own(exc) or _connection(exc, endpoint) or _aws(exc) or _client(exc) or _missing_extra(exc)
     if found:
         return found
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -70,6 +70,14 @@ def _aws(exc: BaseException) -> Described:
     if code in _MISSING_RESOURCE:
         return f"not found: {err.get('Message', code)} (wrong --table/--endpoint-url?)", EXIT_NOT_FOUND
     return f"AWS error {code}: {err.get('Message', '')}".strip(), EXIT_ERROR
+
+
+def _missing_extra(exc: BaseException) -> Described:
+    """A module of an extra that is not installed: name the extra (cli/extras.py)."""
+    from punctual.extras import describe_missing_module
+
+    line = describe_missing_module(exc)
+    return (line, EXIT_ERROR) if line else None
 
 
 def _client(exc: BaseException) -> Described:

@@ -99,7 +99,17 @@ def _refuse_a_second_stack(state_dir: Path) -> None:
                        f"`punctual local down` first, or use another --state-dir")
 
 
+def _require_local_extra(command: str) -> None:
+    """The local stack runs moto's server: without the [local] extra, say so before anything starts."""
+    from punctual.extras import missing_message
+
+    message = missing_message(f"punctual {command}", ["moto"])
+    if message:
+        raise CliError(message)
+
+
 def cmd_local_up(args: argparse.Namespace) -> int:
+    _require_local_extra("local up")
     from punctual.local import LocalOptions, LocalStack
 
     state_dir = Path(args.state_dir)
@@ -183,6 +193,7 @@ def cmd_local_down(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    _require_local_extra("demo")
     from punctual.demo import run_demo
 
     return run_demo(args)

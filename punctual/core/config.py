@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
+from .observability import DEFAULT_LEVEL, check_level
 from .shards import MAX_SHARDS, partition_for, partitions, task_id_of
 
 MAX_DELAY_SECONDS = 900  # SQS DelaySeconds ceiling
@@ -71,6 +72,8 @@ class Settings:
     group_span_ms: int = 1000
     # Shape of each delivery-queue message body: one of EVENT_FORMATS.
     event_format: str = "punctual"
+    # Log lines below this level are not written (observability.LEVELS; metrics always are).
+    log_level: str = DEFAULT_LEVEL
     extra: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -106,6 +109,7 @@ class Settings:
             raise ValueError(f"partition_key_value {META_PK!r} is reserved")
         if not 1 <= self.shards <= MAX_SHARDS:
             raise ValueError(f"shards must be 1..{MAX_SHARDS}, got {self.shards}")
+        check_level(self.log_level)
 
     @property
     def partitions(self) -> tuple[str, ...]:
@@ -165,7 +169,33 @@ ENV: dict[str, str] = {
     "send_workers": "PUNCTUAL_SEND_WORKERS",
     "group_span_ms": "PUNCTUAL_GROUP_SPAN_MS",
     "event_format": "PUNCTUAL_EVENT_FORMAT",
+    "log_level": "PUNCTUAL_LOG_LEVEL",
 }
+
+# What each function cannot run without (attribute names of Settings): checked when the function
+# builds its dependencies (runtime.default_deps), i.e. on its cold start, so a missing variable is
+# one clear error instead of a function that starts and then fails every record. The consumer
+# finds the delay queue from its event when PUNCTUAL_DELAY_QUEUE_URL is unset (put-backs only).
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "poller": ("table_name", "delay_queue_url", "rejected_queue_url", "rule_name"),
+    "consumer": ("table_name", "delivery_queue_url", "rejected_queue_url"),
+    "editor": ("table_name", "delay_queue_url", "rejected_queue_url", "rule_name"),
+}
+
+
+class MissingSetting(ValueError):
+    """A setting a function needs is not in its environment; the message names the variable."""
+
+
+def check_required(environ: Mapping[str, str], function: str) -> None:
+    """:class:`MissingSetting` naming the first variable ``function`` needs (:data:`REQUIRED`) that
+    ``environ`` lacks or leaves blank (a default such as table "punctual" would be a wrong guess)."""
+    for attr in REQUIRED[function]:
+        if not environ.get(ENV[attr], "").strip():
+            raise MissingSetting(
+                f"{ENV[attr]} is not set: the {function} function needs it (the Scheduler construct "
+                f"sets it; README, 'Settings')"
+            )
 
 
 def _coerce(kind: type, raw: str) -> object:
@@ -176,8 +206,13 @@ def _coerce(kind: type, raw: str) -> object:
     return raw
 
 
-def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+def load_settings(environ: Mapping[str, str] | None = None, function: str | None = None,
+                  **overrides: object) -> Settings:
+    """Settings from ``environ`` (default: the process environment); with ``function`` (a key of
+    :data:`REQUIRED`), first check that it has every variable that function needs."""
     environ = os.environ if environ is None else environ
+    if function is not None:
+        check_required(environ, function)
     types = {f.name: f.type for f in fields(Settings)}
     values: dict[str, object] = {}
     for attr, var in ENV.items():

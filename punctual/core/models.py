@@ -276,10 +276,14 @@ class DeliveredEvent(BaseModel):
 
 
 def cdk_scheduler_body(task: Task) -> str:
-    """cdk-scheduler's message body: ``{"publicationTimestamp": <due ms>, "payload": <the payload
-    attribute as DynamoDB JSON, {"M": ...}>}``, in that key order. It has no event id: its
-    consumers dedupe on the whole body (identical for every duplicate: map keys are sorted)."""
-    return f'{{"publicationTimestamp":{task.due_ms},"payload":{dumps(task.payload_ddb_json())}}}'
+    """cdk-scheduler's message body, byte for byte as its published build (npm 0.1.3,
+    ``build/lib/functions/sendEventsToSQSAndDeleteRecords.js``) writes it with ``JSON.stringify``:
+    ``{"publicationTimestamp": <the sk's text before "#", a string>, "payload": <the payload
+    attribute as DynamoDB JSON, {"M": ...}>}``, in that key order (docs/migrating.md). It has no
+    event id: its consumers dedupe on the whole body (identical for every duplicate: map keys are
+    sorted)."""
+    timestamp = dumps(task.sk.split("#", 1)[0])
+    return f'{{"publicationTimestamp":{timestamp},"payload":{dumps(task.payload_ddb_json())}}}'
 
 
 def delivery_body(event: DeliveredEvent, task: Task, event_format: str) -> str:

@@ -8,6 +8,10 @@ at a time per execution environment; the binding is a context variable, so the p
 workers (threads) log with it too and the local stack's concurrent functions keep theirs apart.
 Why our own lines rather than Lambda's JSON log format or Powertools Logger: docs/construct.md,
 "Logs and metrics".
+
+Levels are Python's names (:data:`LEVELS`); lines below the threshold (``PUNCTUAL_LOG_LEVEL``,
+:func:`set_level`) are not written. Metric records are always written, split to stay within the
+EMF specification's limits (:func:`emf_records`).
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from __future__ import annotations
 import json
 import sys
 import time
+import traceback
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .metrics_names import INSTANCE_DIMENSION
 
@@ -32,6 +38,20 @@ class LogStream(Protocol):
 
 
 _out: LogStream | None = None
+
+#: The level strings, with Python logging's names and numbers (one convention: "WARNING", never "WARN").
+Level = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+LEVELS: dict[str, int] = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
+DEFAULT_LEVEL: Level = "INFO"
+_threshold = LEVELS[DEFAULT_LEVEL]
+# At most this much of a traceback is logged (the frames nearest the error are kept).
+MAX_TRACEBACK_CHARS = 8000
+
+# CloudWatch EMF specification ("Specification: Embedded metric format", document structure;
+# the same numbers as AWS's EMF libraries, e.g. aws-embedded-metrics-node src/Constants.ts):
+EMF_MAX_VALUES = 100  # values of one metric in one record (a longer array is not extracted)
+EMF_MAX_METRICS = 100  # MetricDefinition objects in one directive
+EMF_MAX_DIMENSIONS = 30  # dimension keys in one DimensionSet
 # What every line of the current invocation carries (request_id, cold_start). A context variable:
 # the send workers of parallel.pmap inherit it, and the local stack's functions (threads of one
 # process) each keep their own.
@@ -65,21 +85,91 @@ def start_invocation(context: Any) -> dict[str, Any]:
     return dict(binding)
 
 
-def log(level: str, message: str, **fields: Any) -> None:
-    """One JSON line with the invocation's binding (fields cannot override it)."""
+def set_level(level: str) -> None:
+    """Write only lines at ``level`` or above (one of :data:`LEVELS`; ``Settings.log_level``)."""
+    global _threshold
+    _threshold = LEVELS[check_level(level)]
+
+
+def check_level(level: str) -> str:
+    """``level`` if it is one of :data:`LEVELS`, else ValueError naming them."""
+    if level not in LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
+    return level
+
+
+def log(level: Level, message: str, exc: BaseException | None = None, **fields: Any) -> None:
+    """One JSON line with the invocation's binding (fields cannot override it), if ``level`` is at or
+    above the threshold. ``exc``: an unexpected error, logged as ``error`` ("Type: message") and
+    ``traceback`` (its formatted frames, the last :data:`MAX_TRACEBACK_CHARS`)."""
+    if LEVELS.get(level, LEVELS["ERROR"]) < _threshold:
+        return
+    if exc is not None:
+        fields["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        fields["traceback"] = "".join(traceback.format_exception(exc))[-MAX_TRACEBACK_CHARS:]
     record = {"level": level, "message": message, **fields, **(_invocation.get() or {})}
     _write(json.dumps(record, default=str, separators=(",", ":")))
+
+
+def emf_records(
+    namespace: str,
+    dimensions: Mapping[str, str],
+    metrics: Sequence[tuple[str, str, float | Sequence[float]]],
+    timestamp_ms: int,
+    properties: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """The EMF records that carry ``metrics`` = (name, unit, value or values), each within the
+    specification's limits: at most :data:`EMF_MAX_VALUES` values per metric and
+    :data:`EMF_MAX_METRICS` metrics per record (record k carries the k-th slice of every metric
+    that has one); one dimension set of at most :data:`EMF_MAX_DIMENSIONS` keys (more is an
+    error). A metric with no values is left out. ``properties`` ride along on every record
+    without overriding a metric, a dimension or ``_aws``. Pure: no I/O."""
+    if len(dimensions) > EMF_MAX_DIMENSIONS:
+        raise ValueError(f"an EMF dimension set has at most {EMF_MAX_DIMENSIONS} keys, got {len(dimensions)}")
+    names = [name for name, _, _ in metrics]
+    if len(set(names)) != len(names) or set(names) & set(dimensions):
+        raise ValueError(f"metric names must be distinct and not dimensions: {names}")
+    slices: list[list[tuple[str, str, float | list[float]]]] = []
+    for name, unit, value in metrics:
+        if isinstance(value, int | float):
+            chunks: list[float | list[float]] = [value]
+        else:
+            values = list(value)
+            chunks = [values[i:i + EMF_MAX_VALUES] for i in range(0, len(values), EMF_MAX_VALUES)]
+        for k, chunk in enumerate(chunks):
+            if k == len(slices):
+                slices.append([])
+            slices[k].append((name, unit, chunk))
+    records = []
+    for part in slices:
+        for i in range(0, len(part), EMF_MAX_METRICS):
+            batch = part[i:i + EMF_MAX_METRICS]
+            records.append({
+                **(properties or {}),
+                "_aws": {
+                    "Timestamp": timestamp_ms,
+                    "CloudWatchMetrics": [{
+                        "Namespace": namespace,
+                        "Dimensions": [sorted(dimensions)],
+                        "Metrics": [{"Name": name, "Unit": unit} for name, unit, _ in batch],
+                    }],
+                },
+                **{name: value for name, _, value in batch},
+                **dimensions,
+            })
+    return records
 
 
 def metric(
     settings: Settings,
     name: str,
-    value: float | list[float],
+    value: float | Sequence[float],
     unit: str = "Count",
     timestamp_ms: int | None = None,
     **properties: Any,
 ) -> None:
-    """Emit one EMF record: CloudWatch extracts the metric from the log line.
+    """Emit one metric as EMF records (one, or one per :data:`EMF_MAX_VALUES` values): CloudWatch
+    extracts the metric from the log lines.
 
     Namespace and dimensions come from ``settings``: every metric carries exactly the dimension
     ``{INSTANCE_DIMENSION: settings.instance_name}``, the one the construct's ``Scheduler.metric``
@@ -87,21 +177,11 @@ def metric(
     so an extra dimension here would make a metric the construct's alarms never see).
     ``properties`` are logged with the record but are not dimensions.
     """
-    dims = {INSTANCE_DIMENSION: settings.instance_name}
-    record = {
-        **properties,
-        **(_invocation.get() or {}),
-        "_aws": {
-            "Timestamp": timestamp_ms if timestamp_ms is not None else int(time.time() * 1000),
-            "CloudWatchMetrics": [
-                {
-                    "Namespace": settings.metrics_namespace,
-                    "Dimensions": [sorted(dims)],
-                    "Metrics": [{"Name": name, "Unit": unit}],
-                }
-            ],
-        },
-        name: value,
-        **dims,
-    }
-    _write(json.dumps(record, default=str, separators=(",", ":")))
+    for record in emf_records(
+        settings.metrics_namespace,
+        {INSTANCE_DIMENSION: settings.instance_name},
+        [(name, unit, value)],
+        timestamp_ms if timestamp_ms is not None else int(time.time() * 1000),
+        {**properties, **(_invocation.get() or {})},
+    ):
+        _write(json.dumps(record, default=str, separators=(",", ":")))

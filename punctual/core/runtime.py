@@ -54,11 +54,15 @@ def make_clients(endpoint_url: str | None = None, region: str | None = None,
     return {name: boto3.client(name, **kw) for name in ("dynamodb", "sqs", "events")}
 
 
-def default_deps() -> Deps:
-    """Deps from the environment (AWS_ENDPOINT_URL is honoured by boto3 itself)."""
+def default_deps(function: str | None = None) -> Deps:
+    """Deps from the environment (AWS_ENDPOINT_URL is honoured by boto3 itself), built once per
+    execution environment: on its cold start. ``function`` ("poller", "consumer", "editor"): fail
+    at once, naming the variable, if the environment lacks a setting it needs (config.REQUIRED).
+    The log threshold is ``PUNCTUAL_LOG_LEVEL``."""
     global _cached
     if _cached is None:
-        settings = load_settings()
+        settings = load_settings(function=function)
+        obs.set_level(settings.log_level)
         clients = make_clients(max_pool_connections=pool_size(settings))
         _cached = Deps(
             settings=settings,

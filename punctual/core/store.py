@@ -228,7 +228,7 @@ def reject_row(
     """
     now = clock.now_ms()
     rejection = Rejection.of(item, exc, source, now, table=s.table_name)
-    obs.log("WARN", "row rejected", code=rejection.code, reason=rejection.reason, pk=rejection.pk,
+    obs.log("WARNING", "row rejected", code=rejection.code, reason=rejection.reason, pk=rejection.pk,
             sk=rejection.sk, source=source)
     obs.metric(s, REJECTED_ROWS, 1, timestamp_ms=now, code=rejection.code)
     if not s.rejected_queue_url:

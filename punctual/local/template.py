@@ -92,6 +92,12 @@ def synthesize_in_process(props: dict[str, Any] | None = None) -> dict[str, Any]
 
 def synthesize(props: dict[str, Any] | None = None, timeout_s: float = 300) -> dict[str, Any]:
     """Synthesize in a child process (node stays out of the long-running local stack)."""
+    from punctual.extras import missing_message
+
+    missing = missing_message("synthesizing the Scheduler construct (no --template given, none cached)",
+                              ["aws_cdk", "constructs"])
+    if missing:
+        raise TemplateError(missing)
     with tempfile.TemporaryDirectory(prefix="punctual-tpl-") as tmp:
         out = Path(tmp) / "template.json"
         cmd = [sys.executable, "-m", "punctual.local.template", str(out), json.dumps(props or {})]

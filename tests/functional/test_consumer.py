@@ -469,7 +469,7 @@ def test_the_consumer_waits_only_as_long_as_its_invocation_can(stack, frozen, mo
     instead of risking the timeout mid-batch (nothing is delivered early either way)."""
     import functions.consumer.handler as consumer_handler
 
-    monkeypatch.setattr(consumer_handler, "default_deps", lambda: stack.deps)  # its clock sleeps in frozen time
+    monkeypatch.setattr(consumer_handler, "default_deps", lambda *_: stack.deps)  # its clock sleeps in frozen time
     due = T0_MS + 1_500
     enqueue(stack, schedule(stack, due, "budget"), due, delay_seconds=0)
     event = receive_event(stack)

@@ -44,7 +44,7 @@ def test_cdk_scheduler_format_delivers_cdk_schedulers_body(stack, frozen):
     assert deliver(stack, frozen, sk, due) == {"batchItemFailures": []}
     # THEN the delivery-queue body is exactly cdk-scheduler's (payload attribute unchanged)
     assert bodies(stack) == [
-        '{"publicationTimestamp":' + str(due) + ',"payload":{"M":{"items":{"L":[{"S":"a"},{"NULL":true}]},'
+        '{"publicationTimestamp":"' + str(due) + '","payload":{"M":{"items":{"L":[{"S":"a"},{"NULL":true}]},'
         '"ok":{"BOOL":true},"order":{"N":"42"},"price":{"N":"1.50"}}}}'
     ]
     assert stack.rows() == []

@@ -24,6 +24,8 @@ from infra.bundling import (
     source_files,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def test_platform_follows_architecture():
     assert pip_platform(lambda_.Architecture.ARM_64) == "manylinux2014_aarch64"
@@ -45,11 +47,57 @@ def test_pip_only_binary_wheels_for_the_target():
     assert "--only-binary=:all:" in args and args[-1] == "pydantic==2.0"
 
 
-def test_requirements_pinned_to_what_the_tests_ran():
+def test_every_third_party_package_is_pinned_to_what_the_tests_ran():
+    """pydantic and everything it requires, each at exactly the version installed here: the asset hash
+    covers the pip command, so it changes whenever a package's bytes could (pydantic alone, pinned,
+    left typing-extensions and the others to whatever the index had that day)."""
     from importlib.metadata import version
 
-    assert pinned_requirements() == [f"pydantic=={version('pydantic')}"]
-    assert not any(r.startswith(("boto3", "botocore")) for r in pinned_requirements())  # the runtime has them
+    pins = pinned_requirements()
+    names = [pin.split("==")[0] for pin in pins]
+    assert {"pydantic", "pydantic-core", "typing-extensions", "annotated-types", "typing-inspection"} <= set(names)
+    assert {_dist_key(n) for n in names} == _requirement_closure(RUNTIME_DISTRIBUTIONS)
+    assert names == sorted(names) and all(pin == f"{n}=={version(n)}" for pin, n in zip(pins, names, strict=True))
+    assert not any(r.startswith(("boto3", "botocore")) for r in pins)  # the runtime has them
+
+
+def test_the_asset_hash_changes_with_any_pin():
+    """The S3 key of the asset (its hash) moves when a dependency's pin does, not only pydantic's."""
+    from aws_cdk import App, Stack
+    from aws_cdk.assertions import Template
+
+    from infra.bundling import functions_code
+
+    def key(reqs):
+        stack = Stack(App(context={"aws:cdk:bundling-stacks": []}), "S")
+        lambda_.Function(stack, "F", runtime=lambda_.Runtime.PYTHON_3_13, handler="x.handler",
+                         code=functions_code(lambda_.Architecture.ARM_64, lambda_.Runtime.PYTHON_3_13, reqs,
+                                             bundle=False))
+        (fn,) = Template.from_stack(stack).find_resources("AWS::Lambda::Function").values()
+        return fn["Properties"]["Code"]["S3Key"]
+
+    base = pinned_requirements()
+    bumped = [p.replace("typing-extensions==", "typing-extensions==0.") for p in base]
+    assert bumped != base
+    assert key(base) == key(list(base)) != key(bumped)
+
+
+def test_an_offline_synth_stops_with_one_clear_line(tmp_path):
+    """GIVEN no package index and no wheel cache WHEN the app is synthesized THEN one line says
+    which wheels are missing and how to fix it: no jsii traceback, exit 1."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PIP_NO_INDEX="1", PUNCTUAL_WHEEL_CACHE=str(tmp_path / "cache"), PYTHONPATH=str(ROOT),
+               JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="1", CDK_OUTDIR=str(tmp_path / "out"))
+    proc = subprocess.run([sys.executable, "-m", "infra.app"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 1
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("punctual: ")]
+    assert len(lines) == 1 and lines[0].startswith("punctual: cannot fetch the Lambda asset's wheels (")
+    assert "PUNCTUAL_WHEEL_CACHE" in lines[0] and "manylinux2014_aarch64" in lines[0]
+    assert "Traceback" not in proc.stderr and "jsii" not in proc.stderr.lower()
 
 
 def test_real_bundling_for_arm64(tmp_path):
@@ -203,3 +251,17 @@ def test_the_asset_code_imports_nothing_dev_only():
             if not any(name == a or name.startswith(a + ".") for a in ASSET_IMPORTS):
                 bad.setdefault(str(path), []).append(module)
     assert not bad, bad
+
+
+def test_an_installed_but_inactive_python_of_the_runtimes_version_compiles_the_bytecode(tmp_path, monkeypatch):
+    """GIVEN a synth run by another Python, and Python 3.99 installed by pyenv but not active (its shim
+    on PATH fails) WHEN looking for an interpreter of the runtime's version THEN pyenv's is found."""
+    fake = tmp_path / "pyenv" / "versions" / "3.99.2" / "bin" / "python3.99"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\necho 3.99\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    monkeypatch.delenv("PUNCTUAL_BYTECODE_PYTHON", raising=False)
+    assert bytecode_python("3.99") == str(fake)
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "none"))
+    assert bytecode_python("3.99") is None

@@ -415,6 +415,22 @@ def test_grant_schedule(demo):
     assert only["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["scheduler"]}}
 
 
+def test_grant_schedule_returns_the_kms_grant_too():
+    """With a customer key on the table, the grant returned covers the key as well as the table."""
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_iam as iam
+    from aws_cdk import aws_kms as kms
+
+    from infra import Scheduler
+
+    stack = Stack(App(context={"aws:cdk:bundling-stacks": []}), "S")
+    scheduler = Scheduler(stack, "S", encryption_key=kms.Key(stack, "K"), alarms=False, resync_on_deploy=False)
+    grant = scheduler.grant_schedule(iam.Role(stack, "Producer", assumed_by=iam.AccountRootPrincipal()))
+    actions = {a for st in grant.principal_statements for a in st.to_statement_json()["Action"]}
+    assert {"dynamodb:PutItem", "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*"} <= actions
+    assert grant.success
+
+
 def test_grant_consume(custom):
     from aws_cdk import aws_iam as iam
 
@@ -455,6 +471,23 @@ def test_metrics(demo):
     dead = s.metric_dead_letters()
     assert len(dead.using_metrics) == 5  # delay, delivery, stream and rule DLQs, poller failures
     assert {m.metric_name for m in dead.using_metrics.values()} == {"ApproximateNumberOfMessagesVisible"}
+    # each queue FILLed with 0: the sum has data while any queue publishes (an inactive one does not)
+    assert dead.expression == "FILL(d0, 0) + FILL(d1, 0) + FILL(d2, 0) + FILL(d3, 0) + FILL(d4, 0)"
+
+
+def test_every_metric_method_takes_metric_options(demo):
+    """The CDK guidelines' metric methods take MetricOptions: label, statistic, period, unit, color..."""
+    from aws_cdk import Duration
+
+    s = demo.scheduler
+    minute = Duration.minutes(1)
+    for method in (s.metric_lateness, s.metric_rejected_rows, s.metric_delay_queue_age,
+                   lambda **o: s.metric_dead_letter_queue(s.delay_dead_letter_queue, **o)):
+        m = method(label="mine", statistic="Average", period=minute, color="#ff0000")
+        assert (m.label, m.statistic, m.period.to_seconds(), m.color) == ("mine", "Average", 60, "#ff0000"), method
+    dead = s.metric_dead_letters(label="dlq", statistic="Sum", period=minute, color="#00ff00")
+    assert (dead.label, dead.period.to_seconds(), dead.color) == ("dlq", 60, "#00ff00")
+    assert {(m.statistic, m.period.to_seconds()) for m in dead.using_metrics.values()} == {("Sum", 60)}
 
 
 def test_metric_carries_the_instance_dimension(demo, custom):
@@ -482,9 +515,8 @@ def test_poller_async_failures_go_to_a_queue_that_raises_the_dead_letters_alarm(
     assert config["DestinationConfig"]["OnFailure"]["Destination"] == getatt(failures)
     assert config["MaximumRetryAttempts"] == 2
     assert s.poller_failure_queue in s.dead_letter_queues
-    (alarm,) = [a["Properties"] for a in demo.resources("AWS::CloudWatch::Alarm").values()
-                if "Metrics" in a["Properties"]]
-    watched = [m["MetricStat"]["Metric"]["Dimensions"][0]["Value"] for m in alarm["Metrics"] if "MetricStat" in m]
+    watched = [a["Properties"]["Dimensions"][0]["Value"] for a in demo.resources("AWS::CloudWatch::Alarm").values()
+               if a["Properties"].get("MetricName") == "ApproximateNumberOfMessagesVisible"]
     assert getatt(failures, "QueueName") in watched
     # the poller may send to it (the destination's grant)
     statements = [st for p in demo.resources("AWS::IAM::Policy").values()
@@ -495,7 +527,7 @@ def test_poller_async_failures_go_to_a_queue_that_raises_the_dead_letters_alarm(
 
 def test_alarms(demo, custom):
     alarms = demo.resources("AWS::CloudWatch::Alarm")
-    assert len(alarms) == len(demo.scheduler.alarms) == 7
+    assert len(alarms) == len(demo.scheduler.alarms) == 11
     by_metric = {a["Properties"].get("MetricName"): a["Properties"] for a in alarms.values()}
     assert by_metric[LATENESS_MS]["ExtendedStatistic"] == "p99"
     assert by_metric[LATENESS_MS]["Namespace"] == "Punctual"
@@ -506,8 +538,13 @@ def test_alarms(demo, custom):
     assert by_metric[REJECTED_ROWS]["Threshold"] == 1
     errors = [a for a in alarms.values() if a["Properties"].get("MetricName") == "Errors"]
     assert len(errors) == 3
-    dlq = [a for a in alarms.values() if "Metrics" in a["Properties"]]
-    assert len(dlq) == 1
+    dlq = [a["Properties"] for a in alarms.values()
+           if a["Properties"].get("MetricName") == "ApproximateNumberOfMessagesVisible"]
+    assert sorted(json.dumps(a["Dimensions"], sort_keys=True) for a in dlq) == sorted(
+        json.dumps([{"Name": "QueueName", "Value": getatt(demo.logical_id(q), "QueueName")}], sort_keys=True)
+        for q in demo.scheduler.dead_letter_queues)  # one alarm per dead-letter queue, 5
+    assert {(a["Statistic"], a["Threshold"], a["ComparisonOperator"]) for a in dlq} == {
+        ("Maximum", 1, "GreaterThanOrEqualToThreshold")}
     age = by_metric["ApproximateAgeOfOldestMessage"]
     assert (age["Statistic"], age["Threshold"]) == ("Maximum", 1200)  # 20 min: > window 900 s + visibility 180 s
     assert age["Dimensions"] == [{"Name": "QueueName",
@@ -671,3 +708,39 @@ def test_resync_on_deploy_can_be_turned_off(tmp_path):
     assert not [r for r in template["Resources"].values() if r["Type"] == "Custom::AWS"]
     assert not [r for r in template["Resources"].values()
                 if r["Type"] == "AWS::Lambda::Function" and not r["Properties"]["Runtime"].startswith("python")]
+
+
+# ---- log groups, tracing ------------------------------------------------------------------------------
+
+def test_every_function_logs_to_a_log_group_with_a_retention(demo):
+    """Each function of the stack, CDK's deploy-time custom-resource provider included, writes to a
+    log group of the template that has a retention: none falls back to a never-expiring
+    /aws/lambda/<name> group that Lambda would create on its own."""
+    groups = demo.resources("AWS::Logs::LogGroup")
+    functions = demo.resources("AWS::Lambda::Function")
+    assert len(functions) == 5  # poller, consumer, editor, the resync provider, the demo's consumer
+    for lid, fn in functions.items():
+        ref = fn["Properties"].get("LoggingConfig", {}).get("LogGroup", {}).get("Ref")
+        assert ref in groups, lid
+    assert all("RetentionInDays" in g["Properties"] for g in groups.values())
+    provider = [fn for fn in functions.values() if fn["Properties"]["Runtime"].startswith("nodejs")]
+    (group,) = [groups[fn["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]] for fn in provider]
+    assert group["Properties"]["RetentionInDays"] == 30  # log_retention, default ONE_MONTH
+
+
+def test_tracing_prop():
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_lambda as lambda_
+    from aws_cdk.assertions import Template
+
+    from infra import Scheduler
+
+    stack = Stack(App(context={"aws:cdk:bundling-stacks": []}), "S")
+    s = Scheduler(stack, "S", alarms=False, resync_on_deploy=False, tracing=lambda_.Tracing.ACTIVE)
+    t = Template.from_stack(stack).to_json()
+    for fn in s.functions:
+        props = t["Resources"][stack.get_logical_id(fn.node.default_child)]["Properties"]
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        actions = {a for st in fn.role.node.find_child("DefaultPolicy").document.to_json()["Statement"]
+                   for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}
+        assert {"xray:PutTraceSegments", "xray:PutTelemetryRecords"} <= actions

@@ -65,3 +65,76 @@ def test_every_send_worker_keeps_its_own_connection(monkeypatch):
             assert client.meta.config.max_pool_connections > deps.settings.send_workers == 24
     finally:
         runtime.reset_default_deps()
+
+
+# -- required settings, checked on the cold start -------------------------------------------------
+
+FULL_ENV = {ENV["table_name"]: "t", ENV["delay_queue_url"]: "https://d", ENV["delivery_queue_url"]: "https://v",
+            ENV["rejected_queue_url"]: "https://r", ENV["rule_name"]: "rule"}
+
+
+@pytest.mark.parametrize("function, missing", [
+    ("consumer", "PUNCTUAL_DELIVERY_QUEUE_URL"),
+    ("consumer", "PUNCTUAL_TABLE_NAME"),
+    ("consumer", "PUNCTUAL_REJECTED_QUEUE_URL"),
+    ("poller", "PUNCTUAL_DELAY_QUEUE_URL"),
+    ("poller", "PUNCTUAL_RULE_NAME"),
+    ("editor", "PUNCTUAL_DELAY_QUEUE_URL"),
+    ("editor", "PUNCTUAL_RULE_NAME"),
+])
+def test_a_function_without_a_setting_it_needs_refuses_to_start_naming_the_variable(function, missing):
+    from punctual.core.config import MissingSetting
+
+    for env in ({k: v for k, v in FULL_ENV.items() if k != missing}, {**FULL_ENV, missing: "  "}):
+        with pytest.raises(MissingSetting, match=f"^{missing} is not set: the {function} function needs it"):
+            load_settings(env, function=function)
+    assert load_settings(FULL_ENV, function=function).table_name == "t"
+
+
+def test_the_consumer_may_run_without_the_delay_queue_url_it_can_read_from_its_event():
+    env = {k: v for k, v in FULL_ENV.items() if k != ENV["delay_queue_url"]}
+    assert load_settings(env, function="consumer").delay_queue_url == ""
+
+
+def test_the_handlers_check_their_settings_on_the_cold_start(monkeypatch):
+    """GIVEN a consumer deployed without its delivery queue URL WHEN it is invoked THEN the very first
+    invocation fails with the one error naming the variable (not every record, one by one)."""
+    from punctual.functions.consumer.handler import handler
+
+    from punctual.core import runtime
+    from punctual.core.config import MissingSetting
+
+    for var in ENV.values():
+        monkeypatch.delenv(var, raising=False)
+    for name, value in FULL_ENV.items():
+        if name != ENV["delivery_queue_url"]:
+            monkeypatch.setenv(name, value)
+    runtime.reset_default_deps()
+    try:
+        with pytest.raises(MissingSetting, match="PUNCTUAL_DELIVERY_QUEUE_URL"):
+            handler({"Records": []}, None)
+    finally:
+        runtime.reset_default_deps()
+
+
+def test_the_log_level_setting():
+    assert load_settings({}).log_level == "INFO"
+    assert load_settings({"PUNCTUAL_LOG_LEVEL": "DEBUG"}).log_level == "DEBUG"
+    assert ENV["log_level"] == "PUNCTUAL_LOG_LEVEL"
+    with pytest.raises(ValueError, match="log level must be one of DEBUG, INFO, WARNING, ERROR, got 'WARN'"):
+        load_settings({"PUNCTUAL_LOG_LEVEL": "WARN"})
+
+
+def test_the_readme_documents_the_log_level_and_each_functions_required_variables():
+    import re
+    from pathlib import Path
+
+    from punctual.core.config import REQUIRED
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "| log level | `PUNCTUAL_LOG_LEVEL` | INFO |" in readme
+    text = readme[readme.index("Set by the construct and required"):]
+    text = text[:text.index("\n\n")]
+    for function, attrs in REQUIRED.items():
+        listed = re.search(rf"{function} ((?:`PUNCTUAL_\w+`[,;.]?\s*)+)", text).group(1)
+        assert re.findall(r"`(PUNCTUAL_\w+)`", listed) == [ENV[a] for a in attrs], function

@@ -52,10 +52,10 @@ def test_cdk_scheduler_body_is_due_ms_then_the_payload_attribute_as_read():
     task = task_from_item(row(), P, "cdk-scheduler")
     # WHEN it is rendered in cdk-scheduler's format
     body = delivery_body(event_of(task), task, "cdk-scheduler")
-    # THEN the body is exactly cdk-scheduler's: publicationTimestamp (a number) first, then the
+    # THEN the body is exactly cdk-scheduler's: publicationTimestamp (the sk's digits, a string, as its published build sends it) first, then the
     # payload attribute unchanged ({"M": ...}, numbers as their text, binary as base64)
     assert body == (
-        '{"publicationTimestamp":1798135200000,"payload":{"M":{'
+        '{"publicationTimestamp":"1798135200000","payload":{"M":{'
         '"big":{"N":"1E+3"},"blob":{"B":"AP8="},"name":{"S":"café \\"x\\""},"nested":{"M":{"list":{"L":['
         '{"N":"-7"},{"S":"a"},{"M":{}},{"L":[]},{"BOOL":false}]}}},"none":{"NULL":true},'
         '"ok":{"BOOL":true},"order":{"N":"42"},"price":{"N":"1.50"},"tags":{"SS":["b","a"]}}}}'
@@ -68,7 +68,7 @@ def test_cdk_scheduler_body_of_a_task_built_without_a_row_uses_the_plain_payload
     task = Task(pk=P, sk=SK, id="order-42", due_ms=DUE, payload={"order": 42, "x": [1.5, None, "s", True]})
     # THEN its payload is written as DynamoDB JSON
     assert cdk_scheduler_body(task) == (
-        '{"publicationTimestamp":1798135200000,"payload":{"M":{"order":{"N":"42"},'
+        '{"publicationTimestamp":"1798135200000","payload":{"M":{"order":{"N":"42"},'
         '"x":{"L":[{"N":"1.5"},{"NULL":true},{"S":"s"},{"BOOL":true}]}}}}'
     )
 

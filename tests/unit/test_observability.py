@@ -81,3 +81,123 @@ def test_cold_start_is_per_function_and_a_context_may_be_missing(emitted):
     obs.log("INFO", "no context")
     (rec,) = emitted()
     assert "request_id" not in rec and rec["cold_start"] is True
+
+
+# -- EMF limits ----------------------------------------------------------------------------------
+# The CloudWatch EMF specification ("Specification: Embedded metric format", document structure):
+# a metric's value array holds at most 100 values, a directive at most 100 MetricDefinitions, a
+# DimensionSet at most 30 keys; every metric and dimension named in a directive is a root member.
+SPEC_MAX_VALUES, SPEC_MAX_METRICS, SPEC_MAX_DIMENSIONS = 100, 100, 30
+
+
+def assert_valid_emf(rec):
+    """One record as the specification requires it (the limits above and the target members)."""
+    (directive,) = rec["_aws"]["CloudWatchMetrics"]
+    assert isinstance(rec["_aws"]["Timestamp"], int)
+    assert len(directive["Metrics"]) <= SPEC_MAX_METRICS
+    for dimension_set in directive["Dimensions"]:
+        assert len(dimension_set) <= SPEC_MAX_DIMENSIONS
+        assert all(isinstance(rec[key], str) for key in dimension_set)
+    for definition in directive["Metrics"]:
+        value = rec[definition["Name"]]
+        values = value if isinstance(value, list) else [value]
+        assert 1 <= len(values) <= SPEC_MAX_VALUES and all(isinstance(v, int | float) for v in values)
+
+
+def values_of(records, name):
+    out = []
+    for rec in records:
+        value = rec.get(name)
+        out += value if isinstance(value, list) else [] if value is None else [value]
+    return out
+
+
+@pytest.mark.parametrize("n, records", [(1, 1), (100, 1), (101, 2), (400, 4), (1000, 10)])
+def test_a_long_value_array_is_split_into_records_of_at_most_100_values(emitted, n, records):
+    """GIVEN n lateness values (a 1,000-row group gives 1,000) WHEN emitted THEN every record keeps
+    the specification's limits and together they carry every value once, in order."""
+    values = list(range(n))
+    obs.metric(Settings(instance_name="i"), LATENESS_MS, values, unit="Milliseconds", timestamp_ms=5)
+    out = emitted()
+    assert len(out) == records
+    for rec in out:
+        assert_valid_emf(rec)
+        assert rec[INSTANCE_DIMENSION] == "i" and rec["_aws"]["Timestamp"] == 5
+    assert values_of(out, LATENESS_MS) == values
+
+
+def test_many_metrics_are_split_at_100_per_record_and_each_slice_keeps_its_record():
+    metrics = [(f"M{i}", "Count", [i] * 150) for i in range(150)]
+    records = obs.emf_records("N", {"Instance": "x"}, metrics, 1)
+    # 150 values each: two slices (100 + 50); 150 metrics each: two records per slice
+    assert len(records) == 4
+    for rec in records:
+        assert_valid_emf(rec)
+    for name, _, values in metrics:
+        assert values_of(records, name) == values
+
+
+def test_dimension_sets_over_30_keys_and_clashing_names_are_refused():
+    with pytest.raises(ValueError, match="at most 30"):
+        obs.emf_records("N", {f"d{i}": "v" for i in range(31)}, [("M", "Count", 1)], 1)
+    assert len(obs.emf_records("N", {f"d{i}": "v" for i in range(30)}, [("M", "Count", 1)], 1)) == 1
+    with pytest.raises(ValueError, match="distinct"):
+        obs.emf_records("N", {"Instance": "x"}, [("Instance", "Count", 1)], 1)
+
+
+def test_an_empty_value_array_emits_nothing(emitted):
+    obs.metric(Settings(), LATENESS_MS, [], unit="Milliseconds")
+    assert emitted() == []
+
+
+# -- levels, threshold, tracebacks -----------------------------------------------------------------
+
+@pytest.fixture
+def threshold():
+    yield obs.set_level
+    obs.set_level(obs.DEFAULT_LEVEL)
+
+
+def test_lines_below_the_threshold_are_not_written_and_metrics_always_are(emitted, threshold):
+    threshold("WARNING")
+    for level in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        obs.log(level, level.lower())
+    obs.metric(Settings(), REJECTED_ROWS, 1)
+    out = emitted()
+    assert [rec.get("level") for rec in out] == ["WARNING", "ERROR", None]
+    threshold("DEBUG")
+    obs.log("DEBUG", "now seen")
+    assert emitted()[-1]["message"] == "now seen"
+
+
+def test_the_default_threshold_is_info_and_an_unknown_level_is_refused(emitted):
+    obs.log("DEBUG", "hidden")
+    obs.log("INFO", "shown")
+    assert [rec["message"] for rec in emitted()] == ["shown"]
+    with pytest.raises(ValueError, match="DEBUG, INFO, WARNING, ERROR"):
+        obs.set_level("WARN")
+    with pytest.raises(ValueError, match="log level"):
+        Settings(log_level="verbose")
+
+
+def test_every_level_the_code_logs_at_is_one_of_the_four():
+    """One convention ("WARNING", never "WARN"): every obs.log call in the package names a level of LEVELS."""
+    import re
+    from pathlib import Path
+
+    root = Path(obs.__file__).resolve().parents[1]
+    used = {m for path in root.rglob("*.py") for m in re.findall(r'\blog\(\s*"([A-Z]+)"', path.read_text())}
+    assert used and used <= set(obs.LEVELS), used - set(obs.LEVELS)
+
+
+def test_an_unexpected_error_is_logged_with_its_traceback(emitted):
+    def failing_step():
+        raise KeyError("payload")
+
+    try:
+        failing_step()
+    except KeyError as exc:
+        obs.log("ERROR", "delivery group failed", exc=exc, message_ids=["m1"])
+    (rec,) = emitted()
+    assert rec["error"] == "KeyError: 'payload'" and rec["message_ids"] == ["m1"]
+    assert "Traceback (most recent call last)" in rec["traceback"] and "failing_step" in rec["traceback"]

@@ -104,3 +104,22 @@ def test_the_lambda_clients_do_not_retry_themselves():
 
     clients = make_clients(region="us-east-1")
     assert {c.meta.config.retries["total_max_attempts"] for c in clients.values()} == {1}
+
+
+class _Extremes:
+    """A random source that draws the lowest, then the highest value of every range."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def uniform(self, a: float, b: float) -> float:
+        self.n += 1
+        return a if self.n % 2 else b
+
+
+def test_backoff_is_equal_jitter_half_to_all_of_a_doubling_ceiling_capped_at_two_seconds():
+    """Equal jitter, as the module says: every wait is at least half its step (a throttled call
+    really backs off) and at most the step; the step doubles from 50 ms and stops at 2 s."""
+    rng = _Extremes()
+    bounds = [(retry.backoff_ms(n, rng), retry.backoff_ms(n, rng)) for n in range(1, 8)]  # type: ignore[arg-type]
+    assert bounds == [(25, 50), (50, 100), (100, 200), (200, 400), (400, 800), (800, 1600), (1000, 2000)]

@@ -104,7 +104,7 @@ def _put_back(deps: Deps, queue_url: str, rec: Pending, seconds: int, report: Co
             deps.clock,
         )
     except Exception as exc:  # the message returns after the queue's visibility timeout instead
-        obs.log("WARN", "put back failed", message_id=rec.message_id, sk=rec.message.sk, error=str(exc)[:300])
+        obs.log("WARNING", "put back failed", message_id=rec.message_id, sk=rec.message.sk, error=str(exc)[:300])
         return
     obs.log("INFO", "put back", message_id=rec.message_id, sk=rec.message.sk, due_ms=rec.due_ms,
             visibility_seconds=seconds)
@@ -122,7 +122,7 @@ def _verify(deps: Deps, group: list[Pending], report: ConsumeReport) -> list[tup
         rows = {key: item for part in pmap(read, sorted({rec.message.pk for rec in group}), s.send_workers)
                 for key, item in part.items()}
     except Exception as exc:
-        obs.log("ERROR", "row read failed", error=str(exc)[:300], sks=[rec.message.sk for rec in group])
+        obs.log("ERROR", "row read failed", exc=exc, sks=[rec.message.sk for rec in group])
         report.failures += [rec.message_id for rec in group]
         return []
     out: list[tuple[Pending, Task]] = []
@@ -148,7 +148,7 @@ def _verify(deps: Deps, group: list[Pending], report: ConsumeReport) -> list[tup
                 reject_row(deps.ddb, deps.sqs, s, clock, item, exc, "consumer")
                 report.rejected += 1
             except Exception as err:
-                obs.log("ERROR", "reject failed", message_id=rec.message_id, sk=rec.message.sk, error=str(err)[:300])
+                obs.log("ERROR", "reject failed", exc=err, message_id=rec.message_id, sk=rec.message.sk)
                 report.failures.append(rec.message_id)
     return out
 
@@ -272,7 +272,7 @@ def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
         try:
             _deliver(deps, _verify(deps, group, report), report)
         except Exception as exc:  # an unexpected bug: retry this group, keep the rest of the batch going
-            obs.log("ERROR", "delivery group failed", error=repr(exc)[:300],
+            obs.log("ERROR", "delivery group failed", exc=exc,
                     message_ids=sorted({rec.message_id for rec in group}))
             report.failures += [rec.message_id for rec in group]
         if not keep or keep[0].due_ms - clock.now_ms() >= DELETE_WHILE_WAITING_MS:

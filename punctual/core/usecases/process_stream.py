@@ -51,7 +51,7 @@ class EditorReport:
 
 def _fail(report: EditorReport, c: Classified, exc: BaseException, step: str) -> None:
     obs.log("ERROR", "stream record failed; Lambda will retry it", step=step, sequence_number=c.sequence_number,
-            error=f"{type(exc).__name__}: {str(exc)[:300]}")
+            exc=exc)
     if c.sequence_number is not None:
         report.failures.append(c.sequence_number)
 

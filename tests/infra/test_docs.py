@@ -1,0 +1,104 @@
+"""docs/construct.md agrees with the synthesized template: its IAM table is exactly the roles'
+privileges, and its alarm table names every alarm with its missing-data behaviour."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "construct.md").read_text()
+
+
+def table_after(marker: str) -> list[list[str]]:
+    """The rows (cells, stripped) of the first Markdown table after ``marker``, header excluded."""
+    lines = DOC[DOC.index(marker):].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def ticked(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def _resource_names(demo) -> dict[str, str]:
+    """Each resource a role may name, as JSON -> its name in the doc's table."""
+    s, d = demo.scheduler, demo
+
+    def arn(construct, attr="Arn"):
+        return json.dumps({"Fn::GetAtt": [d.logical_id(construct), attr]}, sort_keys=True)
+
+    names = {arn(s.table): "table", arn(s.table, "StreamArn"): "table stream", json.dumps("*"): "`*`",
+             arn(s.delay_queue): "delay queue", arn(s.rejected_queue): "rejected-rows queue",
+             arn(s.delivery_queue): "delivery queue", arn(s.poller_failure_queue): "poller failure queue",
+             arn(s.stream_dead_letter_queue): "stream dead-letter queue", arn(s.poller_function): "poller function"}
+    for fn in s.functions:
+        group = d.json["Resources"][d.logical_id(fn)]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        names[json.dumps({"Fn::GetAtt": [group, "Arn"]}, sort_keys=True)] = "its log group"
+    return names
+
+
+def template_privileges(demo) -> set[tuple[str, str, str]]:
+    """(role, action, resource name) for the three functions' roles and the resync provider's."""
+    s = demo.scheduler
+    roles = {json.dumps({"Ref": demo.logical_id(fn.role)}): fn.node.id.lower() for fn in s.functions}
+    provider = s.resync.grant_principal.node.default_child  # the singleton provider's role
+    roles[json.dumps({"Ref": demo.stack.get_logical_id(provider)})] = "resync provider"
+    names = _resource_names(demo)
+    out = set()
+    for policy in demo.resources("AWS::IAM::Policy").values():
+        (role,) = [roles[json.dumps(r)] for r in policy["Properties"]["Roles"] if json.dumps(r) in roles] or [None]
+        if role is None:
+            continue
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+            resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+            # the rule's ARN is built from its fixed name (an Fn::Join ending in ":rule/<name>")
+            resources_named = ["rule" if "Fn::Join" in r and ":rule/" in json.dumps(r) else
+                               names[json.dumps(r, sort_keys=True)] for r in resources]
+            out |= {(role, a, r) for a in actions for r in resources_named}
+    return out
+
+
+def doc_privileges() -> set[tuple[str, str, str]]:
+    out = set()
+    for role, actions, on, _why in table_after("- **IAM**"):
+        targets = [t.strip() for t in on.split(",")]
+        out |= {(role, a, t) for a in ticked(actions) for t in targets}
+    return out
+
+
+def test_the_iam_table_is_the_templates(demo):
+    assert doc_privileges() == template_privileges(demo)
+
+
+def test_the_consumer_reads_no_batchgetitem_and_the_doc_says_so(demo):
+    """The doc once listed BatchGetItem for the consumer, a call the code never makes."""
+    assert not any(a == "dynamodb:BatchGetItem" for _, a, _ in doc_privileges() | template_privileges(demo))
+
+
+def test_the_alarm_table_names_every_alarm_and_its_missing_data_behaviour(demo):
+    rows = table_after("Alarms (`alarms=True`)")
+    documented = {alarm_id: row[3] for row in rows for alarm_id in ticked(row[0])}
+    words = {"notBreaching": "not breaching", "breaching": "breaching", "ignore": "ignore", "missing": "missing"}
+    template = demo.json["Resources"]
+    actual = {a.node.id: words[template[demo.logical_id(a)]["Properties"]["TreatMissingData"]]
+              for a in demo.scheduler.alarms}
+    assert documented == actual
+
+
+def test_no_alarm_uses_math_that_can_lack_data(demo, custom):
+    """Every alarm's metric has data whenever its source reports: either one metric, or math whose
+    every metric is FILLed (a bare d0 + d1 has no data while either queue is inactive)."""
+    for synth in (demo, custom):
+        for lid, alarm in synth.resources("AWS::CloudWatch::Alarm").items():
+            for query in alarm["Properties"].get("Metrics", []):
+                if "Expression" in query:
+                    ids = [q["Id"] for q in alarm["Properties"]["Metrics"] if "MetricStat" in q]
+                    for metric_id in ids:
+                        assert f"FILL({metric_id}, 0)" in query["Expression"], (lid, query["Expression"])
