@@ -208,7 +208,7 @@ def _serve_controls(deps: Deps, report: ConsumeReport) -> None:
     wanted = [c.poll_by_ms for c in controls]
     by = None if None in wanted else min(w for w in wanted if w is not None)
     for c in controls:
-        level = "ERROR" if c.notice else "WARNING"  # a notice: a function failed for good
+        level: obs.Level = "ERROR" if c.notice else "WARNING"  # a notice: a function failed for good
         obs.log(level, "poll wanted", message_id=c.message_id, reason=c.reason, poll_by_ms=c.poll_by_ms)
     try:
         ensure_poll(deps, by)
