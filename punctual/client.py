@@ -21,7 +21,7 @@ from punctual.core.config import Settings
 from punctual.core.ddbjson import UnsupportedValue, from_plain
 from punctual.core.errors import error_code, is_conditional_failure, is_retryable
 from punctual.core.keys import MAX_DUE_MS, InvalidKey, decode_sk, encode_sk, validate_id
-from punctual.core.models import ATTR_ENQUEUED_MS, RowRejected, Task, item_key, task_from_item
+from punctual.core.models import ATTR_DELIVERING, ATTR_ENQUEUED_MS, RowRejected, Task, item_key, task_from_item
 from punctual.core.redrive import EXISTS, SKIPPED, NotRedrivable, fresh_row, parse_rejection
 from punctual.core.retry import call_with_retry, retry_unprocessed, retry_wait_ms
 from punctual.core.store import across_partitions, get_row, item_sk, query_from, row_key
@@ -137,6 +137,10 @@ def task_key(key_or_task: Any) -> str:
     except InvalidKey as exc:
         raise InvalidSchedule(f"not a task key: {exc.reason}", exc.code) from exc
     return key
+
+
+# A cancel or reschedule deletes the row only while no delivery is under way (the consumer's fence).
+NOT_DELIVERING = "attribute_exists(sk) AND attribute_not_exists(#d)"
 
 
 class PunctualClient:
@@ -293,7 +297,11 @@ class PunctualClient:
     def cancel(self, key: Any) -> ScheduledTask:
         """Delete a pending task (even one already pushed to the delay queue: the
         consumer drops it). Returns what was cancelled; raises :class:`NotFound` or
-        :class:`AlreadyDelivered` when there is no such pending row."""
+        :class:`AlreadyDelivered` when there is no such pending row.
+
+        A cancel that returns stops the delivery; one that loses the race to it (the consumer's
+        fence on the row: its delivery is under way) raises :class:`AlreadyDelivered` and changes
+        nothing (docs/architecture.md, "Cancellation never lies")."""
         sk = task_key(key)
         for pk in self._places(sk):
             try:
@@ -301,13 +309,15 @@ class PunctualClient:
                     lambda pk=pk: self.ddb.delete_item(  # type: ignore[misc]
                         TableName=self.table_name,
                         Key=row_key(pk, sk),
-                        ConditionExpression="attribute_exists(sk)",
+                        ConditionExpression=NOT_DELIVERING,
+                        ExpressionAttributeNames={"#d": ATTR_DELIVERING},
                         ReturnValues="ALL_OLD",
                     ),
                     self.clock,
                 )
             except Exception as exc:
                 if is_conditional_failure(exc):
+                    self._unless_delivering(pk, sk)
                     continue
                 raise
             return self._task(resp.get("Attributes") or {}, sk)
@@ -331,7 +341,8 @@ class PunctualClient:
                 self.ddb.transact_write_items(
                     TransactItems=[
                         {"Delete": {"TableName": self.table_name, "Key": item_key(current),
-                                    "ConditionExpression": "attribute_exists(sk)"}},
+                                    "ConditionExpression": NOT_DELIVERING,
+                                    "ExpressionAttributeNames": {"#d": ATTR_DELIVERING}}},
                         {"Put": {"TableName": self.table_name, "Item": item,
                                  "ConditionExpression": "attribute_not_exists(sk)"}},
                     ]
@@ -339,6 +350,7 @@ class PunctualClient:
             except Exception as exc:
                 reasons = [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
                 if reasons and reasons[0] == "ConditionalCheckFailed":
+                    self._unless_delivering(current["pk"]["S"], sk)
                     raise self._missing(sk) from exc
                 if len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
                     raise AlreadyExists(task.sk) from exc
@@ -525,6 +537,13 @@ class PunctualClient:
             return ScheduledTask.of(task_from_item(item, self.settings.partitions))
         except RowRejected:
             return None
+
+    def _unless_delivering(self, pk: str, sk: str) -> None:
+        """After a cancel's condition failed: :class:`AlreadyDelivered` if the row is there with the
+        consumer's fence (its delivery under way); else it is gone (the caller tells which)."""
+        item = get_row(self.ddb, self.settings, self.clock, pk, sk)
+        if item is not None and ATTR_DELIVERING in item:
+            raise AlreadyDelivered(sk)
 
     def _missing(self, sk: str) -> NotFound:
         if decode_sk(sk).due_ms <= self.clock.now_ms():

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from punctual.core.keys import encode_sk
-from punctual.core.models import DelayGroup, DelayMessage
+from punctual.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, DelayGroup, DelayMessage
 from punctual.core.usecases.consume import consume
 from punctual.lambda_events import sqs_messages_to_keep, sqs_record
 from tests.support import REGION, Stack
@@ -65,18 +65,43 @@ def schedule(stack: Stack, due_ms: int, task_id: str, payload: dict[str, Any] | 
     return sk
 
 
+def mark_claimed(stack: Stack, sk: str, attempt: int, now_ms: int) -> None:
+    """What the poller's or the editor's claim leaves on a row it sends (store.claim): its send
+    mark and attempt; a row that is not there stays absent."""
+    try:
+        stack.ddb.update_item(
+            TableName=stack.settings.table_name, Key={"pk": {"S": stack.settings.partition_for_key(sk)}, "sk": {"S": sk}},
+            UpdateExpression="SET #e = :now, #a = :att", ConditionExpression="attribute_exists(sk)",
+            ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS, "#a": ATTR_ATTEMPT},
+            ExpressionAttributeValues={":now": {"N": str(now_ms)}, ":att": {"N": str(attempt)}})
+    except stack.ddb.exceptions.ConditionalCheckFailedException:
+        pass
+
+
+def set_payload(stack: Stack, sk: str, payload_av: dict[str, Any]) -> None:
+    """Change a row's payload in place (its send mark kept: the same task, a new payload)."""
+    stack.ddb.update_item(
+        TableName=stack.settings.table_name, Key={"pk": {"S": stack.settings.partition_for_key(sk)}, "sk": {"S": sk}},
+        UpdateExpression="SET payload = :p", ExpressionAttributeValues={":p": payload_av})
+
+
 def enqueue(stack: Stack, sk: str, due_ms: int, delay_seconds: int, attempt: int = 1) -> None:
-    """Send the pointer message the poller/editor would send, with a chosen DelaySeconds."""
+    """Claim the row and send the pointer message the poller/editor would send, with a chosen
+    DelaySeconds."""
     now = stack.deps.clock.now_ms()
+    mark_claimed(stack, sk, attempt, now)
     body = DelayMessage(pk=stack.settings.partition_key_value, sk=sk, due_ms=due_ms, attempt=attempt,
                         enqueued_ms=now).body()
     stack.sqs.send_message(QueueUrl=stack.settings.delay_queue_url, MessageBody=body, DelaySeconds=delay_seconds)
 
 
 def enqueue_group(stack: Stack, rows: list[tuple[str, int]], delay_seconds: int = 0) -> None:
-    """Send one group message for ``rows`` = (sk, due_ms), sorted by due, as claim_and_send does."""
-    body = DelayGroup.body_of(stack.settings.partition_key_value, [(sk, due, 1) for sk, due in rows],
-                              stack.deps.clock.now_ms())
+    """Claim ``rows`` = (sk, due_ms), sorted by due, and send one group message for them, as
+    claim_and_send does."""
+    now = stack.deps.clock.now_ms()
+    for sk, _ in rows:
+        mark_claimed(stack, sk, 1, now)
+    body = DelayGroup.body_of(stack.settings.partition_key_value, [(sk, due, 1) for sk, due in rows], now)
     stack.sqs.send_message(QueueUrl=stack.settings.delay_queue_url, MessageBody=body, DelaySeconds=delay_seconds)
 
 

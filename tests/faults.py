@@ -11,6 +11,7 @@ Crash points can be enumerated: record the calls a handler makes in a clean run
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -183,6 +184,50 @@ def faults(*clients: Any):
         yield f
     finally:
         f.clear()
+
+
+class PartialFailSqs:
+    """Wraps the SQS client: chosen rows come back in ``Failed`` for their first ``times`` sends."""
+
+    def __init__(self, real: Any, fail_sks: set[str], sender_fault: bool, times: int, field: str = "sk"):
+        self.real, self.field = real, field  # field: the body's key naming the row (a pointer's "sk", an event's "key")
+        self.left = dict.fromkeys(fail_sks, times)
+        self.sender_fault = sender_fault
+        self.failed_entries = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
+        ok, failed = [], []
+        for e in Entries:
+            key = json.loads(e["MessageBody"]).get(self.field)
+            if self.left.get(key, 0) > 0:
+                self.left[key] -= 1
+                self.failed_entries += 1
+                failed.append({"Id": e["Id"], "SenderFault": self.sender_fault,
+                               "Code": "InvalidParameterValue" if self.sender_fault else "InternalError",
+                               "Message": "injected"})
+            else:
+                ok.append(e)
+        resp = self.real.send_message_batch(QueueUrl=QueueUrl, Entries=ok) if ok else {"Successful": []}
+        return {**resp, "Failed": list(resp.get("Failed", [])) + failed}
+
+
+def capture_sends(stack: Any) -> list[dict[str, Any]]:
+    """Every message ``stack.sqs`` sends from now on, as sent: QueueUrl, MessageBody, DelaySeconds."""
+    sent: list[dict[str, Any]] = []
+
+    def record(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "SendMessage":
+            sent.append({"QueueUrl": params["QueueUrl"], "MessageBody": params["MessageBody"],
+                         "DelaySeconds": params.get("DelaySeconds", 0)})
+        elif model.name == "SendMessageBatch":
+            sent.extend({"QueueUrl": params["QueueUrl"], "MessageBody": e["MessageBody"],
+                         "DelaySeconds": e.get("DelaySeconds", 0)} for e in params["Entries"])
+
+    stack.sqs.meta.events.register("provide-client-params.sqs", record)
+    return sent
 
 
 # ------------------------------------------------------------------ outages in time

@@ -326,6 +326,8 @@ class FakeAws:
         self._store(k, new)
         if ReturnValues == "ALL_NEW":
             return {"Attributes": copy.deepcopy(new)}
+        if ReturnValues == "UPDATED_NEW":  # the attributes the update set (what changed)
+            return {"Attributes": {k: copy.deepcopy(v) for k, v in new.items() if cur.get(k) != v}}
         return {}
 
     def op_query(self, TableName, KeyConditionExpression, ExpressionAttributeValues, ExpressionAttributeNames=None,

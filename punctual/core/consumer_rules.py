@@ -49,6 +49,10 @@ class Pending:
     def key(self) -> tuple[str, str]:
         return self.message.pk, self.message.sk
 
+    @property
+    def token(self) -> str:
+        return self.message.token
+
 
 @dataclass(frozen=True)
 class Control:
@@ -145,7 +149,8 @@ def _messages(body: str, data: dict[str, Any], partition: str | Collection[str])
         except InvalidKey as exc:
             bad.append(f"{sk[:64]!r}: {exc.code}")
             continue
-        out.append(DelayMessage(pk=group.pk, sk=sk, due_ms=due, attempt=attempt, enqueued_ms=group.enqueued_ms))
+        out.append(DelayMessage(pk=group.pk, sk=sk, due_ms=due, attempt=attempt, enqueued_ms=group.enqueued_ms,
+                                delete_only=group.delete_only))
     reason = f"{len(bad)} of {len(group.rows)} row key(s) invalid: {', '.join(bad[:3])}"[:300] if bad else None
     return out, reason
 
@@ -254,6 +259,17 @@ def plan_consume(records: Iterable[Pending], now_ms: int, max_wait_ms: int) -> C
     plan.keep.sort(key=lambda r: (r.due_ms, r.position))
     plan.put_back.sort(key=lambda p: (p[0].due_ms, p[0].position))
     return plan
+
+
+def latest_pointers(pointers: Iterable[Pending]) -> list[Pending]:
+    """One pointer per row, in the order first seen: the one of the row's latest send (highest
+    attempt; an orphan resend and its original may arrive in one batch, and only the latest can
+    pass the fence)."""
+    best: dict[tuple[str, str], Pending] = {}
+    for p in pointers:
+        if p.key not in best or p.message.attempt > best[p.key].message.attempt:
+            best[p.key] = p
+    return list(best.values())
 
 
 def next_group(dues: Sequence[int], now_ms: int, coalesce_ms: int = COALESCE_MS) -> tuple[int, int]:

@@ -25,6 +25,10 @@ ATTR_ATTEMPT = "punctual_attempt"
 # that invocation), so a retry of a poll that died after claiming resends at once
 # (docs/architecture.md, "A retry finishes the poll it retries").
 ATTR_CLAIM = "punctual_claim"
+# The delivery in progress: set by the consumer right before it sends a row's event (the fence a
+# cancel checks: docs/architecture.md, "Cancellation never lies"), valued with the delay-queue
+# message's token (DelayMessage.token); the row is deleted only while it still holds that value.
+ATTR_DELIVERING = "punctual_delivering"
 # SQS caps a message at 256 KiB; the envelope (key up to 1 KiB, times, ids) needs < 4 KiB.
 MAX_EVENT_BYTES = 262_144
 MAX_PAYLOAD_BYTES = MAX_EVENT_BYTES - 4096
@@ -49,6 +53,7 @@ class Task(BaseModel):
     enqueued_ms: int | None = None
     attempt: int = 0
     claim_token: str | None = None  # ATTR_CLAIM
+    delivering: str | None = None  # ATTR_DELIVERING
     # The row's payload attribute as read ({"M": ...}): the cdk-scheduler event format sends it
     # as it is, so numbers keep their text ("1.50"), sets and binary their type.
     payload_av: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
@@ -177,6 +182,7 @@ def _task_from_item(item: dict[str, Any], partition: str | Collection[str]) -> T
         enqueued_ms=_plain_int(item, ATTR_ENQUEUED_MS),
         attempt=_plain_int(item, ATTR_ATTEMPT) or 0,
         claim_token=_plain_str(item, ATTR_CLAIM),
+        delivering=_plain_str(item, ATTR_DELIVERING),
         payload_av=raw,
     )
 
@@ -186,17 +192,35 @@ def item_key(item: dict[str, Any]) -> dict[str, Any]:
     return {"pk": item["pk"], "sk": item["sk"]}
 
 
+def pointer_token(attempt: int, enqueued_ms: int) -> str:
+    """Which send of a row a pointer belongs to: the row's attempt and the send's claim time. The
+    consumer fences the row with it (ATTR_DELIVERING); a copy of the pointer it re-sends to retry
+    later keeps it, a newer send of the row (an orphan resend) has another attempt."""
+    return f"{attempt}@{enqueued_ms}"
+
+
+def _without_defaults(data: dict[str, Any], **defaults: Any) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in defaults or v != defaults[k]}
+
+
 class DelayMessage(BaseModel):
-    """Body of a delay-queue message: a pointer to the row, never its payload."""
+    """Body of a delay-queue message: a pointer to the row, never its payload. ``delete_only``: the
+    row's event was sent; only its deletion is left (a consumer whose delete failed re-sends the
+    pointer so: the event is not sent again)."""
 
     pk: str
     sk: str
     due_ms: int
     attempt: int = 1
     enqueued_ms: int
+    delete_only: bool = False
+
+    @property
+    def token(self) -> str:
+        return pointer_token(self.attempt, self.enqueued_ms)
 
     def body(self) -> str:
-        return dumps(self.model_dump())
+        return dumps(_without_defaults(self.model_dump(), delete_only=False))
 
 
 class DelayGroup(BaseModel):
@@ -208,18 +232,20 @@ class DelayGroup(BaseModel):
     due_ms: int  # the earliest due of its rows
     enqueued_ms: int
     rows: list[tuple[str, int]]  # (sk, attempt of this send), in due order
+    delete_only: bool = False  # as DelayMessage's
 
     def body(self) -> str:
-        return dumps(self.model_dump())
+        return dumps(_without_defaults(self.model_dump(), delete_only=False))
 
     @staticmethod
-    def body_of(pk: str, rows: list[tuple[str, int, int]], enqueued_ms: int) -> str:
+    def body_of(pk: str, rows: list[tuple[str, int, int]], enqueued_ms: int, delete_only: bool = False) -> str:
         """The delay-queue body for ``rows`` = (sk, due_ms, attempt), sorted by due."""
         if len(rows) == 1:
             sk, due, attempt = rows[0]
-            return DelayMessage(pk=pk, sk=sk, due_ms=due, attempt=attempt, enqueued_ms=enqueued_ms).body()
+            return DelayMessage(pk=pk, sk=sk, due_ms=due, attempt=attempt, enqueued_ms=enqueued_ms,
+                                delete_only=delete_only).body()
         return DelayGroup(pk=pk, due_ms=rows[0][1], enqueued_ms=enqueued_ms,
-                          rows=[(sk, attempt) for sk, _, attempt in rows]).body()
+                          rows=[(sk, attempt) for sk, _, attempt in rows], delete_only=delete_only).body()
 
 
 class PollRequest(BaseModel):

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
+from threading import Event
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -55,3 +56,25 @@ def pmap(fn: Callable[[T], R], items: Iterable[T], workers: int) -> list[R]:
         _lanes.reset(token)
     with ThreadPoolExecutor(max_workers=width) as pool:
         return list(pool.map(lambda item: caller.copy().run(fn, item), todo))
+
+
+class Skipped(Exception):
+    """Not tried: an earlier call of the same :func:`pmap_or_stop` had failed."""
+
+
+def pmap_or_stop(fn: Callable[[T], R], items: Iterable[T], workers: int) -> list[tuple[T, R | None, Exception | None]]:
+    """Like :func:`pmap`, but a call that raises stops the calls not yet started (a failing service
+    would cost each of them the retry policy's backoff): each item with its result, or with the
+    exception it raised (:class:`Skipped` when it was not tried)."""
+    stop = Event()
+
+    def one(item: T) -> tuple[T, R | None, Exception | None]:
+        if stop.is_set():
+            return item, None, Skipped()
+        try:
+            return item, fn(item), None
+        except Exception as exc:  # noqa: BLE001 - handed back to the caller, per item
+            stop.set()
+            return item, None, exc
+
+    return pmap(one, items, workers)

@@ -44,6 +44,13 @@ def visible_at(task: Task) -> int:
     return max(task.due_ms, task.enqueued_ms)
 
 
+# A row a consumer marked as being delivered (ATTR_DELIVERING) is left to that delivery this much
+# longer than the orphan grace: its pointer comes back after a crash (the delay queue's visibility
+# timeout, up to maxReceiveCount times: 10 x 180 s) or is re-sent by the consumer to retry its
+# delete, and the poll must not send it again meanwhile (a duplicate). Past it, the pointer is gone
+# (the delay DLQ holds it) and the row is resent: late, never lost.
+DELIVERING_GRACE_MS = 30 * 60_000
+
 # A send mark later than this after "now" was not written by Punctual (it writes its clock's
 # now); trusting it would keep the row "in flight" until that far future: resend it instead.
 MAX_MARK_SKEW_MS = 60_000
@@ -60,7 +67,8 @@ def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int,
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.NEW
     if task.enqueued_ms > now_ms + MAX_MARK_SKEW_MS or (own_token is not None and task.claim_token == own_token):
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.ORPHAN
-    if now_ms <= visible_at(task) + orphan_grace_ms:
+    grace = orphan_grace_ms + (DELIVERING_GRACE_MS if task.delivering is not None else 0)
+    if now_ms <= visible_at(task) + grace:
         return RowState.IN_FLIGHT
     if task.attempt >= max_attempts:
         return RowState.EXHAUSTED
@@ -120,12 +128,17 @@ def plan_window(
             checks.append(max(task.due_ms, now_ms) + orphan_grace_ms)
         elif state is RowState.IN_FLIGHT:
             plan.in_flight += 1
-            checks.append(visible_at(task) + orphan_grace_ms)
+            checks.append(orphan_check_of(task, orphan_grace_ms))
         else:
             plan.exhausted.append(task)
     plan.sends.sort(key=lambda s: s.task.sk)
     plan.orphan_check_ms = max(checks) if checks else None
     return plan
+
+
+def orphan_check_of(task: Task, orphan_grace_ms: int) -> int:
+    """When a row in flight becomes an orphan if it is still there: a poll must follow then."""
+    return visible_at(task) + orphan_grace_ms + (DELIVERING_GRACE_MS if task.delivering is not None else 0)
 
 
 def _sent_before(task: Task) -> bool:

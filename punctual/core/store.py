@@ -16,7 +16,7 @@ from .clock import Clock
 from .config import Settings
 from .errors import is_conditional_failure
 from .metrics_names import REJECTED_ROWS
-from .models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS, Rejection, RowRejected, Task
+from .models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_DELIVERING, ATTR_ENQUEUED_MS, Rejection, RowRejected, Task
 from .parallel import pmap
 from .retry import call_with_retry, retry_unprocessed
 
@@ -103,21 +103,24 @@ def conditional_update(ddb: DynamoDBClient, clock: Clock, **request: Any) -> dic
         raise
 
 
-def claim(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now_ms: int, token: str | None = None) -> bool:
-    """Mark ``task`` as sent at ``now_ms`` (by ``token``) before sending it; False if someone else did.
+def claim(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now_ms: int,
+          token: str | None = None) -> int | None:
+    """Mark ``task`` as sent at ``now_ms`` (by ``token``) before sending it: the row's attempt
+    number for this send (its pointer carries it: the consumer's fence checks it), or None if
+    someone else did.
 
     Conditional on the row still existing (a cancelled row is never resurrected)
     and on its send mark being what we read (so the editor and concurrent polls
     never both send the same row). A claim without a token removes an older one.
     """
     values: dict[str, Any] = {":now": {"N": str(now_ms)}, ":one": {"N": "1"}, ":zero": {"N": "0"}}
-    names = {"#e": ATTR_ENQUEUED_MS, "#a": ATTR_ATTEMPT, "#c": ATTR_CLAIM}
+    names = {"#e": ATTR_ENQUEUED_MS, "#a": ATTR_ATTEMPT, "#c": ATTR_CLAIM, "#d": ATTR_DELIVERING}
     update = "SET #e = :now, #a = if_not_exists(#a, :zero) + :one"
-    if token is None:
-        update += " REMOVE #c"
-    else:
+    if token is not None:
         update += ", #c = :tok"
         values[":tok"] = {"S": token}
+    # a new send: the mark of a delivery of an earlier send that never completed goes
+    update += " REMOVE #d" if token is not None else " REMOVE #c, #d"
     if task.enqueued_ms is None:
         # unsent as read; or claimed meanwhile by an earlier attempt of the same work (token): a
         # retry that must finish what a crashed attempt may not have sent
@@ -135,8 +138,11 @@ def claim(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now_ms: in
         ConditionExpression=cond,
         ExpressionAttributeNames=names,
         ExpressionAttributeValues=values,
+        ReturnValues="UPDATED_NEW",
     )
-    return applied is not None
+    if applied is None:
+        return None
+    return int(applied["Attributes"][ATTR_ATTEMPT]["N"])
 
 
 def release(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, claimed_ms: int, *,
@@ -164,6 +170,48 @@ def release(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, claimed_
         ExpressionAttributeValues=values,
     )
     return applied is not None
+
+
+def fence(ddb: DynamoDBClient, s: Settings, clock: Clock, pk: str, sk: str, attempt: int,
+          token: str) -> dict[str, Any] | None:
+    """Mark row (pk, sk) as being delivered by the pointer ``token`` of send ``attempt``, and read it
+    (strongly: the write returns the row as it is now). None when the row is gone (cancelled,
+    rescheduled, delivered), was sent again since (another attempt: a newer pointer delivers it) or
+    another pointer is delivering it. Raises when the table fails.
+
+    A cancel checks this mark (client.cancel): one that lands before it wins and the row is never
+    delivered; one after it answers AlreadyDelivered (docs/architecture.md, "Cancellation never
+    lies")."""
+    resp = conditional_update(
+        ddb, clock, TableName=s.table_name, Key=row_key(pk, sk), UpdateExpression="SET #d = :tok",
+        ConditionExpression="attribute_exists(sk) AND #a = :att AND (attribute_not_exists(#d) OR #d = :tok)",
+        ExpressionAttributeNames={"#d": ATTR_DELIVERING, "#a": ATTR_ATTEMPT},
+        ExpressionAttributeValues={":tok": {"S": token}, ":att": {"N": str(attempt)}}, ReturnValues="ALL_NEW")
+    return None if resp is None else dict(resp.get("Attributes") or {})
+
+
+def unfence(ddb: DynamoDBClient, s: Settings, clock: Clock, pk: str, sk: str, token: str, now_ms: int) -> bool:
+    """Take back the mark of a delivery that did not happen (its send failed), and restart the
+    row's orphan clock: a copy of its pointer will retry (the poll must not send it again)."""
+    return conditional_update(
+        ddb, clock, TableName=s.table_name, Key=row_key(pk, sk), UpdateExpression="REMOVE #d SET #e = :now",
+        ConditionExpression="#d = :tok", ExpressionAttributeNames={"#d": ATTR_DELIVERING, "#e": ATTR_ENQUEUED_MS},
+        ExpressionAttributeValues={":tok": {"S": token}, ":now": {"N": str(now_ms)}}) is not None
+
+
+def delete_fenced(ddb: DynamoDBClient, s: Settings, clock: Clock, pk: str, sk: str, token: str) -> bool:
+    """Delete a delivered row while it holds our mark; False when it does not (a put over it since:
+    a new task, never deleted by a delivery that read the old one). Raises when the table fails."""
+    try:
+        call_with_retry(lambda: ddb.delete_item(
+            TableName=s.table_name, Key=row_key(pk, sk), ConditionExpression="#d = :tok",
+            ExpressionAttributeNames={"#d": ATTR_DELIVERING}, ExpressionAttributeValues={":tok": {"S": token}}),
+            clock)
+    except Exception as exc:
+        if is_conditional_failure(exc):
+            return False
+        raise
+    return True
 
 
 def get_row(ddb: DynamoDBClient, s: Settings, clock: Clock, pk: str, sk: str) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from punctual.functions.consumer.handler import handler
 
 from punctual.core import observability as obs
 from punctual.core.config import to_environment
-from punctual.core.models import event_id
+from punctual.core.models import ATTR_DELIVERING, ATTR_ENQUEUED_MS, event_id
 from punctual.core.runtime import reset_default_deps
 from punctual.core.usecases.consume import consume, queue_url_from_arn
 from tests.consumer_support import (
@@ -21,11 +21,13 @@ from tests.consumer_support import (
     delivered,
     enqueue,
     enqueue_group,
+    mark_claimed,
     receive_event,
     run_consumer,
     schedule,
+    set_payload,
 )
-from tests.faults import Faults, InjectedCrash
+from tests.faults import Faults, InjectedCrash, PartialFailSqs, capture_sends
 from tests.support import T0_MS
 
 EVENT_FIELDS = {
@@ -121,19 +123,20 @@ def test_batch_sorted_by_due_waits_progressively(stack, frozen):
     assert max(e["lateness_ms"] for e in events) <= 5
     # 1200 and 1205 share one wait and one SendMessageBatch; the others go as they fall due.
     assert faults.count("SendMessageBatch") == 5
-    assert faults.count("Query") == 5  # one range read per run of rows due together
+    assert faults.count("UpdateItem") == faults.count("DeleteItem") == 6  # a fence and a delete per row
     assert now_ms(stack) == T0_MS + 1_900
 
 
-def test_due_messages_of_a_batch_go_in_one_send_one_read_and_one_delete(stack, frozen, logs):
+def test_due_messages_of_a_batch_go_in_one_send_with_a_fence_and_a_delete_per_row(stack, frozen, logs):
     for i in range(10):
         due = T0_MS - 1_000 + i  # all past due when received
         enqueue(stack, schedule(stack, due, f"n{i}"), due, delay_seconds=0)
     faults = Faults(stack.sqs, stack.ddb)
     assert run_consumer(stack) == {"batchItemFailures": []}
     assert faults.count("SendMessageBatch") == 1
-    assert faults.count("Query") == 1  # the ten rows' key range, one consistent read
-    assert faults.count("BatchWriteItem") == 1  # ten deletes in one call
+    # each row: its fence (a conditional UpdateItem that also reads it) and a conditional delete
+    assert (faults.count("UpdateItem"), faults.count("DeleteItem")) == (10, 10)
+    assert faults.count("Query") == faults.count("BatchWriteItem") == 0
     assert len(delivered(stack)) == 10
     [lateness] = metric_values(logs(), "LatenessMs")
     assert sorted(lateness) == list(range(991, 1001))
@@ -181,12 +184,9 @@ def test_payload_is_read_at_delivery_time_as_plain_json(stack, frozen):
     due = T0_MS + 1_000
     sk = schedule(stack, due, "p1", {"v": "old"})
     enqueue(stack, sk, due, delay_seconds=1)
-    stack.ddb.put_item(TableName=stack.settings.table_name, Item={
-        "pk": {"S": "scheduler"}, "sk": {"S": sk},
-        "payload": {"M": {"v": {"S": "new"}, "n": {"N": "42"}, "f": {"N": "1.5"}, "ok": {"BOOL": True},
-                          "none": {"NULL": True}, "list": {"L": [{"S": "a"}, {"N": "2"}]},
-                          "map": {"M": {"x": {"S": "y"}}}}},
-    })
+    set_payload(stack, sk, {"M": {"v": {"S": "new"}, "n": {"N": "42"}, "f": {"N": "1.5"}, "ok": {"BOOL": True},
+                                  "none": {"NULL": True}, "list": {"L": [{"S": "a"}, {"N": "2"}]},
+                                  "map": {"M": {"x": {"S": "y"}}}}})
     frozen.tick(1.0)
     run_consumer(stack)
     [ev] = delivered(stack)
@@ -203,8 +203,7 @@ def test_row_made_invalid_after_enqueue_is_rejected_not_delivered(stack, frozen)
     due = T0_MS + 1_000
     sk = schedule(stack, due, "bad")
     enqueue(stack, sk, due, delay_seconds=1)
-    stack.ddb.put_item(TableName=stack.settings.table_name,
-                       Item={"pk": {"S": "scheduler"}, "sk": {"S": sk}, "payload": {"S": "not a map"}})
+    set_payload(stack, sk, {"S": "not a map"})
     frozen.tick(1.0)
     assert run_consumer(stack) == {"batchItemFailures": []}
     assert delivered(stack) == []
@@ -302,7 +301,7 @@ def test_crash_after_send_before_delete_duplicates_with_same_event_id(stack, fro
     assert stack.rows() == []
 
 
-@pytest.mark.parametrize("crash", [("before", "Query"), ("after", "Query"),
+@pytest.mark.parametrize("crash", [("before", "UpdateItem"), ("after", "UpdateItem"),
                                    ("before", "SendMessageBatch")])
 def test_crash_before_delivery_delivers_once_later(stack, frozen, crash):
     when, op = crash
@@ -324,7 +323,7 @@ def test_crash_before_delivery_delivers_once_later(stack, frozen, crash):
 def test_crash_after_delete_before_ack_is_dropped_on_redelivery(stack, frozen):
     sk = schedule(stack, T0_MS, "c3")
     enqueue(stack, sk, T0_MS, delay_seconds=0)
-    faults = Faults(stack.sqs, stack.ddb).crash_after("BatchWriteItem")
+    faults = Faults(stack.sqs, stack.ddb).crash_after("DeleteItem")
     with pytest.raises(InjectedCrash):
         run_consumer(stack)
     faults.clear()
@@ -334,20 +333,39 @@ def test_crash_after_delete_before_ack_is_dropped_on_redelivery(stack, frozen):
 
 
 @pytest.mark.parametrize("code,times", [("InternalError", 6), ("AccessDenied", 1)])
-def test_failed_delivery_send_keeps_row_and_fails_item(stack, frozen, code, times):
+def test_a_failed_delivery_send_is_retried_by_a_copy_of_its_pointer_20_s_later(stack, frozen, code, times):
+    """SQS failing the delivery send: the record is not failed (SQS would redeliver it after the
+    180 s visibility timeout and, after 10 receives, send it to the DLQ); the row is un-fenced with
+    its orphan clock restarted, and a copy of its pointer, with the same send's token, goes back
+    to the delay queue 20 s later (issue 28)."""
     sk = schedule(stack, T0_MS, "f1")
     enqueue(stack, sk, T0_MS, delay_seconds=0)
     faults = Faults(stack.sqs, stack.ddb).fail("SendMessageBatch", code, times=times)
-    event = receive_event(stack)
-    mid = event["Records"][0]["messageId"]
-    assert run_consumer(stack, event) == {"batchItemFailures": [{"itemIdentifier": mid}]}
-    assert delivered(stack) == [] and len(stack.rows()) == 1
-    assert faults.count("BatchWriteItem") == 0
+    sent = capture_sends(stack)
+    assert run_consumer(stack) == {"batchItemFailures": []}
     faults.clear()
+    assert delivered(stack) == []
+    [row] = stack.rows()
+    assert ATTR_DELIVERING not in row and row[ATTR_ENQUEUED_MS] == {"N": str(now_ms(stack))}
+    [(body, delay)] = [(json.loads(e["MessageBody"]), e["DelaySeconds"]) for e in sent
+                       if e["QueueUrl"] == stack.settings.delay_queue_url]
+    assert (body["sk"], body["attempt"], delay) == (sk, 1, 20)
+    frozen.tick(20)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    [ev] = delivered(stack)
+    assert ev["key"] == sk and ev["delivered_at_ms"] == now_ms(stack) and stack.rows() == []
+    assert 20_000 <= ev["lateness_ms"] < 25_000  # the copy's 20 s, after the first send's retries
 
-    assert _redeliver(stack, frozen) == {"batchItemFailures": []}
-    assert [e["key"] for e in delivered(stack)] == [sk]
-    assert stack.rows() == []
+
+def test_an_event_sqs_refuses_for_its_content_is_rejected_as_undeliverable(stack, frozen):
+    sk = schedule(stack, T0_MS, "bad-bytes")
+    enqueue(stack, sk, T0_MS, delay_seconds=0)
+    stack.deps.sqs = PartialFailSqs(stack.sqs, {sk}, sender_fault=True, times=1, field="key")
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert delivered(stack) == [] and stack.rows() == []
+    [rejection] = stack.bodies(stack.settings.rejected_queue_url)
+    assert (rejection["code"], rejection["sk"], rejection["source"]) == ("undeliverable", sk, "consumer")
+    assert "refused its event" in rejection["reason"]
 
 
 def test_throttled_delivery_send_is_retried_in_the_invocation(stack, frozen):
@@ -358,24 +376,36 @@ def test_throttled_delivery_send_is_retried_in_the_invocation(stack, frozen):
     assert ev["delivered_at_ms"] >= ev["due_ms"]
 
 
-def test_failed_read_fails_the_items_and_sends_nothing(stack, frozen):
-    enqueue(stack, schedule(stack, T0_MS, "r1"), T0_MS, delay_seconds=0)
-    Faults(stack.sqs, stack.ddb).fail("Query", "AccessDeniedException")
-    resp = run_consumer(stack)
-    assert len(resp["batchItemFailures"]) == 1
+def test_a_failed_fence_sends_nothing_and_is_retried_later(stack, frozen):
+    sk = schedule(stack, T0_MS, "r1")
+    enqueue(stack, sk, T0_MS, delay_seconds=0)
+    faults = Faults(stack.sqs, stack.ddb).fail("UpdateItem", "AccessDeniedException")
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    faults.clear()
     assert delivered(stack) == [] and len(stack.rows()) == 1
+    frozen.tick(20)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert [e["key"] for e in delivered(stack)] == [sk]
 
 
-def test_failed_delete_fails_the_item_then_cleans_up(stack, frozen):
+def test_a_failed_delete_is_retried_for_the_delete_alone_without_a_second_delivery(stack, frozen):
+    """The delete refused after the event went out: a copy of the pointer marked delete_only comes
+    back 20 s later and deletes the row; no duplicate, however long the delete fails (issue 28:
+    it was one duplicate per redelivery of the message)."""
     sk = schedule(stack, T0_MS, "d1")
     enqueue(stack, sk, T0_MS, delay_seconds=0)
-    faults = Faults(stack.sqs, stack.ddb).fail("BatchWriteItem", "AccessDeniedException")
-    assert len(run_consumer(stack)["batchItemFailures"]) == 1
-    faults.clear()
+    faults = Faults(stack.sqs, stack.ddb).fail("DeleteItem", "AccessDeniedException", times=7 * 3)
+    assert run_consumer(stack) == {"batchItemFailures": []}
     [first] = delivered(stack)
-    assert _redeliver(stack, frozen) == {"batchItemFailures": []}
-    [second] = delivered(stack)
-    assert second["event_id"] == first["event_id"] and stack.rows() == []
+    for _ in range(3):  # the delete keeps failing: the copy goes round, nothing is sent again
+        frozen.tick(20)
+        assert run_consumer(stack) == {"batchItemFailures": []}
+        assert delivered(stack) == [] and len(stack.rows()) == 1
+    faults.clear()
+    frozen.tick(20)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert delivered(stack) == [] and stack.rows() == []
+    assert first["key"] == sk
 
 
 def test_failed_put_back_still_fails_the_item_and_never_delivers_early(stack, frozen):
@@ -387,7 +417,7 @@ def test_failed_put_back_still_fails_the_item_and_never_delivers_early(stack, fr
 
 
 def test_unexpected_error_fails_only_its_group(stack, frozen, monkeypatch):
-    import punctual.core.usecases.consume as h
+    import punctual.core.usecases.deliver as h
 
     enqueue(stack, schedule(stack, T0_MS, "boom"), T0_MS, delay_seconds=0)
     enqueue(stack, schedule(stack, T0_MS + 1_000, "fine"), T0_MS + 1_000, delay_seconds=0)
@@ -501,7 +531,7 @@ def _group(stack, n, due=T0_MS, step=1, prefix="g"):
     return [sk for sk, _ in rows]
 
 
-def test_a_group_is_delivered_on_its_rows_due_times_with_one_read_and_batched_sends(stack, frozen):
+def test_a_group_is_delivered_on_its_rows_due_times_with_batched_sends(stack, frozen):
     # GIVEN one message pointing at 25 rows due over 240 ms
     sks = _group(stack, 25, step=10)
     faults = Faults(stack.sqs, stack.ddb)
@@ -509,11 +539,11 @@ def test_a_group_is_delivered_on_its_rows_due_times_with_one_read_and_batched_se
     frozen.tick(-1)
     assert run_consumer(stack) == {"batchItemFailures": []}
     # THEN every row is delivered once, never early, on its ms (runs of rows due within 10 ms
-    # share a wait, a read of their key range and a SendMessageBatch), and deleted
+    # share a wait and a SendMessageBatch), and deleted
     events = delivered(stack)
     assert sorted(e["key"] for e in events) == sks
     assert all(0 <= e["lateness_ms"] <= 10 for e in events)
-    assert faults.count("Query") == faults.count("SendMessageBatch") >= 10 and faults.count("BatchGetItem") == 0
+    assert faults.count("SendMessageBatch") >= 10 and faults.count("UpdateItem") == faults.count("DeleteItem") == 25
     assert stack.rows() == []
 
 
@@ -529,6 +559,8 @@ def test_a_cancelled_row_inside_a_group_is_dropped_and_the_others_delivered(stac
 def test_a_poison_pointer_inside_a_group_fails_the_record_and_the_rest_is_delivered_once(stack, frozen, logs):
     # GIVEN a group whose second pointer is not a row key
     good = [schedule(stack, T0_MS + i, f"p{i}") for i in range(3)]
+    for sk in good:
+        mark_claimed(stack, sk, 1, T0_MS)
     body = json.dumps({"pk": "scheduler", "due_ms": T0_MS, "enqueued_ms": T0_MS,
                        "rows": [[good[0], 1], ["2027-01-01T00:00:00Z#iso", 1], [good[1], 1], [good[2], 1]]})
     stack.sqs.send_message(QueueUrl=stack.settings.delay_queue_url, MessageBody=body)
@@ -543,18 +575,17 @@ def test_a_poison_pointer_inside_a_group_fails_the_record_and_the_rest_is_delive
     assert delivered(stack) == []
 
 
-def test_a_failed_send_inside_a_group_keeps_its_rows_and_a_redelivery_sends_only_those(stack, frozen):
+def test_a_failed_send_inside_a_group_retries_only_its_rows(stack, frozen):
     # GIVEN 15 rows due together: two SendMessageBatch calls, the second fails for good
     sks = _group(stack, 15, step=0)
     faults = Faults(stack.sqs, stack.ddb).fail("SendMessageBatch", "AccessDenied", first=2)
-    event = receive_event(stack)
-    mid = event["Records"][0]["messageId"]
-    assert run_consumer(stack, event) == {"batchItemFailures": [{"itemIdentifier": mid}]}
+    assert run_consumer(stack) == {"batchItemFailures": []}
     first = delivered(stack)
     assert len(first) == 10 and len(stack.rows()) == 5  # the delivered ten are deleted
     faults.clear()
-    # WHEN the message comes back: the five kept rows go, the ten deleted ones are dropped
-    assert _redeliver(stack, frozen) == {"batchItemFailures": []}
+    # WHEN the copy of the five rows' pointers comes back 20 s later: only those five go
+    frozen.tick(20)
+    assert run_consumer(stack) == {"batchItemFailures": []}
     second = delivered(stack)
     assert sorted(e["key"] for e in first + second) == sks and len(second) == 5
     assert stack.rows() == []

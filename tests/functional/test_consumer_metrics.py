@@ -42,7 +42,8 @@ def test_the_lateness_alarm_sees_every_row_of_a_1000_row_group(records):
     sks = [encode_sk(T0_MS, f"r{i:04}") for i in range(GROUP_MAX_ROWS)]
     for sk in sks:
         aws.ddb.put_item(TableName=s.table_name, Item={"pk": {"S": "scheduler"}, "sk": {"S": sk},
-                                                       "payload": {"M": {}}})
+                                                       "payload": {"M": {}}, "punctual_attempt": {"N": "1"},
+                                                       "punctual_enqueued_ms": {"N": str(clock.now_ms())}})
     body = DelayGroup.body_of("scheduler", [(sk, T0_MS, 1) for sk in sks], clock.now_ms())
     event = {"Records": [{"messageId": "m1", "receiptHandle": "h1", "body": body,
                           "attributes": {"ApproximateReceiveCount": "1"},

@@ -11,7 +11,7 @@ from punctual.core.config import META_PK
 from punctual.core.cron import ARM_MARGIN_MS, MINUTE_MS
 from punctual.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS
 from punctual.core.usecases.poll import poll
-from tests.faults import Faults, InjectedCrash
+from tests.faults import Faults, InjectedCrash, PartialFailSqs
 from tests.functional.helpers import (
     SentLog,
     delay_bodies,
@@ -217,34 +217,6 @@ def test_window_with_3k_rows(stack, frozen):
 @pytest.mark.long
 def test_window_with_50k_rows(stack, frozen):
     assert _big_window(stack, 50_000, 500).count("Query") >= 25
-
-
-class PartialFailSqs:
-    """Wraps the SQS client: chosen rows come back in ``Failed`` for their first ``times`` sends."""
-
-    def __init__(self, real, fail_sks, sender_fault: bool, times: int):
-        self.real = real
-        self.left = dict.fromkeys(fail_sks, times)
-        self.sender_fault = sender_fault
-        self.failed_entries = 0
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
-
-    def send_message_batch(self, QueueUrl, Entries):  # noqa: N803 (boto3's names)
-        ok, failed = [], []
-        for e in Entries:
-            key = json.loads(e["MessageBody"])["sk"]
-            if self.left.get(key, 0) > 0:
-                self.left[key] -= 1
-                self.failed_entries += 1
-                failed.append({"Id": e["Id"], "SenderFault": self.sender_fault,
-                               "Code": "InvalidParameterValue" if self.sender_fault else "InternalError",
-                               "Message": "injected"})
-            else:
-                ok.append(e)
-        resp = self.real.send_message_batch(QueueUrl=QueueUrl, Entries=ok) if ok else {"Successful": []}
-        return {**resp, "Failed": list(resp.get("Failed", [])) + failed}
 
 
 def _fill(stack, n=25):

@@ -1,19 +1,19 @@
-"""Consumer: delay-queue batch -> wait to the exact ms -> verify the rows -> deliver -> delete.
+"""Consumer: delay-queue batch -> wait to the exact ms -> fence, deliver, delete.
 
 Each record is a message pointing at one row (DelayMessage) or at a group of rows due together
-(DelayGroup, docs/architecture.md "Groups"):
+(DelayGroup, docs/architecture.md "Groups"), or asks for a poll (a PollRequest, a Lambda failure
+notice):
 1. poison (not a pointer message for our partition) -> batch item failure, logged (ends in the
    DLQ); a group with some unusable row keys delivers the rest and fails likewise;
 2. due later than ``max_wait_ms`` (a group: plus its extra wake; less when the invocation's time
    left is short, :func:`max_wait_ms`) -> ChangeMessageVisibility to its due time, batch item failure;
-3. otherwise, in due order, runs of rows due together: wait to the last due ms, read their sk
-   range (one consistent Query), drop missing rows (cancelled or rescheduled), reject rows that
-   became invalid, re-check the clock, SendMessageBatch the delivered events (``send_workers``
-   calls at a time), then delete the delivered rows (BatchWriteItem, while waiting for the next
-   run or at the end). A failed send keeps the row and fails its record.
+3. pointers re-sent for their delete only: delete (usecases/deliver.finish_deletes);
+4. otherwise, in due order, runs of rows due together: wait to the last due ms, then fence, send
+   and delete them (usecases/deliver.py: the deletes while waiting for the next run or at the end);
+5. poll requests and failure notices: arm one poll (usecases/ensure_poll.py).
 
-A crash anywhere loses nothing: the batch is redelivered after the visibility timeout and
-the row exists until after its event was sent (duplicates carry the same ``event_id``).
+A crash anywhere loses nothing: the batch is redelivered after the visibility timeout and the row
+exists until after its event was sent (duplicates carry the same ``event_id``).
 """
 
 from __future__ import annotations
@@ -30,17 +30,14 @@ from punctual.core.consumer_rules import (
     PoisonMessage,
     message_id_of,
     next_group,
-    not_yet_due,
     parse_record,
     plan_consume,
 )
-from punctual.core.models import DeliveredEvent, RowRejected, Task, delivery_body, task_from_item
-from punctual.core.parallel import pmap
+from punctual.core.models import DeliveredEvent, Task
 from punctual.core.planning import GROUP_MAX_EXTRA_WAKE_MS
-from punctual.core.queues import Outgoing, send_all
 from punctual.core.retry import call_with_retry, time_left_ms
 from punctual.core.runtime import Deps
-from punctual.core.store import delete_rows, reject_row, rows_between
+from punctual.core.usecases.deliver import delete_delivered, fence_rows, finish_deletes, send_events
 from punctual.core.usecases.ensure_poll import RETRY_SECONDS, ensure_poll, request_poll
 
 
@@ -110,93 +107,22 @@ def _put_back(deps: Deps, queue_url: str, rec: Pending, seconds: int, report: Co
             visibility_seconds=seconds)
 
 
-def _verify(deps: Deps, group: list[Pending], report: ConsumeReport) -> list[tuple[Pending, Task]]:
-    """Read the rows of ``group``; return what to deliver, resolving the rest."""
-    s, clock = deps.settings, deps.clock
-    def read(pk: str) -> dict[tuple[str, str], dict[str, Any]]:
-        sks = [rec.message.sk for rec in group if rec.message.pk == pk]
-        return {(pk, sk): item for sk, item in rows_between(deps.ddb, s, clock, min(sks), max(sks), pk=pk).items()}
-
-    try:
-        # one Query per partition the group points into (one unless sharded), side by side
-        rows = {key: item for part in pmap(read, sorted({rec.message.pk for rec in group}), s.send_workers)
-                for key, item in part.items()}
-    except Exception as exc:
-        obs.log("ERROR", "row read failed", exc=exc, sks=[rec.message.sk for rec in group])
-        report.failures += [rec.message_id for rec in group]
-        return []
-    out: list[tuple[Pending, Task]] = []
-    taken: dict[tuple[str, str], Pending] = {}
-    for rec in group:
-        first = taken.get(rec.key)
-        if first is not None:
-            # Two pointers to one row in this batch (an orphan resend): one delivery serves both.
-            obs.log("INFO", "duplicate in batch", message_id=rec.message_id, same_as=first.message_id,
-                    sk=rec.message.sk)
-            continue
-        taken[rec.key] = rec
-        item = rows.get(rec.key)
-        if item is None:
-            report.dropped += 1
-            obs.log("INFO", "dropped", reason="row missing: cancelled, rescheduled or already delivered",
-                    message_id=rec.message_id, sk=rec.message.sk, due_ms=rec.due_ms)
-            continue
+def _deliver_runs(deps: Deps, keep: list[Pending], report: ConsumeReport) -> None:
+    """The kept pointers (sorted by due), in runs due together: one wait, then fence, send and
+    delete (the deletes before a wait, or at the end: they never hold back a run that is due)."""
+    clock = deps.clock
+    while keep:
+        n, _ = next_group([rec.due_ms for rec in keep], clock.now_ms())
+        group, keep = keep[:n], keep[n:]
+        sleep_until(clock, group[-1].due_ms)  # one wait serves the whole group
         try:
-            out.append((rec, task_from_item(item, s.partitions, s.event_format)))
-        except RowRejected as exc:
-            try:
-                reject_row(deps.ddb, deps.sqs, s, clock, item, exc, "consumer")
-                report.rejected += 1
-            except Exception as err:
-                obs.log("ERROR", "reject failed", exc=err, message_id=rec.message_id, sk=rec.message.sk)
-                report.failures.append(rec.message_id)
-    return out
-
-
-def _deliver(deps: Deps, todo: list[tuple[Pending, Task]], report: ConsumeReport) -> None:
-    s, clock = deps.settings, deps.clock
-    if not todo:
-        return
-    # Never early: re-check the clock right before sending (a wall clock may step back).
-    now = clock.now_ms()
-    if not_yet_due([task.due_ms for _, task in todo], now):
-        sleep_until(clock, max(task.due_ms for _, task in todo))
-        now = clock.now_ms()
-    events = [DeliveredEvent.for_task(task, delivered_at_ms=now, attempt=rec.receive_count) for rec, task in todo]
-    out = [Outgoing(ref=i, body=delivery_body(ev, task, s.event_format))
-           for i, (ev, (_, task)) in enumerate(zip(events, todo, strict=True))]
-    failed = {f.ref: f for f in send_all(deps.sqs, s.delivery_queue_url, out, clock, workers=s.send_workers)}
-    for i, ((rec, task), ev) in enumerate(zip(todo, events, strict=True)):
-        failure = failed.get(i)
-        if failure is not None:
-            obs.log("ERROR", "delivery send failed; row kept", message_id=rec.message_id, sk=task.sk,
-                    code=failure.code, error=failure.message)
-            report.failures.append(rec.message_id)
-            continue
-        report.delivered.append(ev)
-        fields: dict[str, Any] = dict(
-            message_id=rec.message_id, event_id=ev.event_id, id=ev.id, key=ev.key, due=ev.due,
-            due_ms=ev.due_ms, delivered_at=ev.delivered_at, delivered_at_ms=ev.delivered_at_ms,
-            lateness_ms=ev.lateness_ms, attempt=ev.attempt, send_attempt=rec.message.attempt,
-        )
-        if s.log_payloads:
-            fields["payload"] = ev.payload
-        obs.log("INFO", "delivered", **fields)
-    report.undeleted += [(rec, task) for i, (rec, task) in enumerate(todo) if i not in failed]
-
-
-def _delete_delivered(deps: Deps, report: ConsumeReport) -> None:
-    """Delete the rows delivered so far. One left undeleted is still scheduled: its record is
-    failed, so the pointer comes back and the row is cleaned up then (the duplicate carries the
-    same event_id)."""
-    todo, report.undeleted = report.undeleted, []
-    if not todo:
-        return
-    left = set(delete_rows(deps.ddb, deps.settings, deps.clock, [(t.pk, t.sk) for _, t in todo]))
-    for rec, task in todo:
-        if (task.pk, task.sk) in left:
-            obs.log("ERROR", "delete after delivery failed", message_id=rec.message_id, sk=task.sk)
-            report.failures.append(rec.message_id)
+            send_events(deps, fence_rows(deps, group, report), report)
+        except Exception as exc:  # an unexpected bug: retry this group, keep the rest of the batch going
+            obs.log("ERROR", "delivery group failed", exc=exc,
+                    message_ids=sorted({rec.message_id for rec in group}))
+            report.failures += [rec.message_id for rec in group]
+        if not keep or keep[0].due_ms - clock.now_ms() >= DELETE_WHILE_WAITING_MS:
+            delete_delivered(deps, report)
 
 
 def _serve_controls(deps: Deps, report: ConsumeReport) -> None:
@@ -264,19 +190,8 @@ def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     for rec, seconds in plan.put_back:
         _put_back(deps, queue_url, rec, seconds, report)
 
-    keep = plan.keep
-    while keep:
-        n, _ = next_group([rec.due_ms for rec in keep], clock.now_ms())
-        group, keep = keep[:n], keep[n:]
-        sleep_until(clock, group[-1].due_ms)  # one wait serves the whole group
-        try:
-            _deliver(deps, _verify(deps, group, report), report)
-        except Exception as exc:  # an unexpected bug: retry this group, keep the rest of the batch going
-            obs.log("ERROR", "delivery group failed", exc=exc,
-                    message_ids=sorted({rec.message_id for rec in group}))
-            report.failures += [rec.message_id for rec in group]
-        if not keep or keep[0].due_ms - clock.now_ms() >= DELETE_WHILE_WAITING_MS:
-            _delete_delivered(deps, report)  # deletes never hold back a run that is due
+    finish_deletes(deps, [rec for rec in plan.keep if rec.message.delete_only], report)
+    _deliver_runs(deps, [rec for rec in plan.keep if not rec.message.delete_only], report)
 
     _serve_controls(deps, report)
     _emit_metrics(deps, report)

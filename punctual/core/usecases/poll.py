@@ -31,11 +31,11 @@ from punctual.core.planning import (
     WindowPlan,
     defer_orphans,
     next_poll_minute,
+    orphan_check_of,
     orphan_count,
     plan_window,
     row_state,
     undeliverable,
-    visible_at,
 )
 from punctual.core.queues import visible_messages
 from punctual.core.runtime import Deps
@@ -97,7 +97,7 @@ def _first_unsent_after(deps: Deps, end_ms: int, report: PollReport) -> tuple[in
             # new, or marked but not really in flight (a mark no poll could have written): it
             # needs a poll by its due time like a new row
             return task.due_ms, check
-        check = max(check or 0, visible_at(task) + s.orphan_grace_ms)
+        check = max(check or 0, orphan_check_of(task, s.orphan_grace_ms))
     return None, check
 
 

@@ -13,16 +13,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from threading import Event
 from typing import TYPE_CHECKING
 
 from punctual.core import observability as obs
 from punctual.core.clock import Clock
 from punctual.core.config import Settings
 from punctual.core.models import DelayGroup, Task
-from punctual.core.parallel import pmap
+from punctual.core.parallel import Skipped, pmap_or_stop
 from punctual.core.planning import delay_seconds, group_by_due, group_extra_wake_ms
-from punctual.core.queues import BATCH, Outgoing, send_all
+from punctual.core.queues import Outgoing, send_all
 from punctual.core.store import claim, release
 
 if TYPE_CHECKING:
@@ -39,33 +38,34 @@ class SendReport:
     failed: list[Task] = field(default_factory=list)
 
 
-UNCLAIMED = -1  # the claim failed: the table refused it
-
-
-def _claim_chunk(ddb: DynamoDBClient, s: Settings, clock: Clock, tasks: Sequence[Task],
-                 token: str | Mapping[str, str] | None, broken: Event) -> list[tuple[Task, int | None]]:
-    """(task, claim time), (task, None) when someone else holds it or it is gone, or (task,
-    UNCLAIMED) when the table refused the claim: then the rest are not tried (``broken``), a
-    failing table would cost each of them the retries' backoff."""
-    out: list[tuple[Task, int | None]] = []
-    for task in tasks:
-        if broken.is_set():
-            out.append((task, UNCLAIMED))
-            continue
+def _claim_all(ddb: DynamoDBClient, s: Settings, clock: Clock, tasks: Sequence[Task],
+               token: str | Mapping[str, str] | None, report: SendReport) -> list[tuple[Task, int]]:
+    """Claim each task, ``s.send_workers`` at a time: (the task as claimed: its attempt the row's
+    after the claim, claim time) for the claimed; the rest go to ``report``: skipped (someone else
+    holds it, or it is gone) or failed (the table refused the claim; once it does, the rest are not
+    tried)."""
+    def one(task: Task) -> tuple[Task, int] | None:
         now = clock.now_ms()
         mine = token.get(task.sk) if isinstance(token, Mapping) else token
-        try:
-            out.append((task, now if claim(ddb, s, clock, task, now, mine) else None))
-        except Exception as exc:  # noqa: BLE001 - what was claimed is still sent
-            broken.set()
-            obs.log("ERROR", "claim failed; left to a poll", sk=task.sk, error=f"{type(exc).__name__}: "
-                    f"{str(exc)[:200]}")
-            out.append((task, UNCLAIMED))
-    return out
+        attempt = claim(ddb, s, clock, task, now, mine)
+        return None if attempt is None else (task.model_copy(update={"attempt": attempt, "enqueued_ms": now}), now)
+
+    claimed: list[tuple[Task, int]] = []
+    for task, got, exc in pmap_or_stop(one, tasks, s.send_workers):
+        if exc is not None:
+            if not isinstance(exc, Skipped):
+                obs.log("ERROR", "claim failed; left to a poll", sk=task.sk,
+                        error=f"{type(exc).__name__}: {str(exc)[:200]}")
+            report.failed.append(task)
+        elif got is None:
+            report.skipped.append(task)
+        else:
+            claimed.append(got)
+    return claimed
 
 
 def _pointer_bytes(task: Task) -> int:
-    return len(json.dumps([task.sk, task.attempt + 1], ensure_ascii=False).encode("utf-8")) + 1
+    return len(json.dumps([task.sk, task.attempt], ensure_ascii=False).encode("utf-8")) + 1
 
 
 def _groups(claimed: Sequence[tuple[Task, int]], span_ms: int) -> list[tuple[int, ...]]:
@@ -92,23 +92,13 @@ def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Cloc
     (the same token) may claim and resend rows an earlier, crashed attempt claimed
     (docs/architecture.md, "A retry finishes what a crashed attempt claimed")."""
     report = SendReport()
-    chunks = [tasks[i : i + BATCH] for i in range(0, len(tasks), BATCH)]
-    claimed: list[tuple[Task, int]] = []
-    broken = Event()
-    for part in pmap(lambda c: _claim_chunk(ddb, s, clock, c, token, broken), chunks, s.send_workers):
-        for task, at in part:
-            if at is None:
-                report.skipped.append(task)
-            elif at == UNCLAIMED:
-                report.failed.append(task)
-            else:
-                claimed.append((task, at))
+    claimed = _claim_all(ddb, s, clock, tasks, token, report)
     if not claimed:
         return report
     groups = _groups(claimed, s.group_span_ms)
     out = [
         Outgoing(ref=g, body=DelayGroup.body_of(
-            claimed[g[0]][0].pk, [(claimed[i][0].sk, claimed[i][0].due_ms, claimed[i][0].attempt + 1) for i in g],
+            claimed[g[0]][0].pk, [(claimed[i][0].sk, claimed[i][0].due_ms, claimed[i][0].attempt) for i in g],
             enqueued_ms=max(claimed[i][1] for i in g)))
         for g in groups
     ]
