@@ -64,10 +64,11 @@ from punctual.core.usecases.poll import poll
 from punctual.core.usecases.process_stream import process_stream
 from punctual.event_sources import Done, QueueSource, Record, RuleSource, StreamSource
 from punctual.lambda_events import (
-    ASYNC_RETRY_DELAYS_MS,
+    POLLER_MAX_EVENT_AGE_MS,
     InjectedCrash,
     armed_minute,
     async_failure_record,
+    async_retry_delays,
     stream_failure_record,
     stream_record,
 )
@@ -94,9 +95,13 @@ FUNCTIONS = ("editor", "consumer", "poller")
 # of 5 minutes", for up to the event's maximum age (6 h; Lambda developer guide, "Asynchronous
 # invocation"). A stream batch is retried until it succeeds; the interval is not documented:
 # ASSUMED the same backoff capped at 1 minute.
+# A throttled SQS batch: "Lambda gradually backs off retries ... until the message's timestamp
+# exceeds your queue's visibility timeout" (Lambda operator guide, "Handling errors for an SQS event
+# source"): ASSUMED the same backoff capped at 1 minute, within the visibility timeout.
 THROTTLE_RETRY_MS: dict[str, Callable[[int], int]] = {
     "poller": lambda n: min(1_000 * 2 ** n, 300_000),
     "editor": lambda n: min(1_000 * 2 ** n, 60_000),
+    "consumer": lambda n: min(1_000 * 2 ** n, 60_000),
 }
 _MAX_ROUNDS = 1_000  # work at one instant beyond this is a runaway loop
 
@@ -323,7 +328,8 @@ class VirtualAws:
         self.timeline = ClockTimeline(deps.clock)
         self.rule = RuleSource(self.timeline, self._invoker("poller", self._poll), make_event=self._rule_event,
                                fire_delay_ms=lambda minute: fire_offset_ms, on_begun=self._begun,
-                               on_failure=self._poll_failed)
+                               on_failure=self._poll_failed,
+                               retry_delays_ms=async_retry_delays(POLLER_MAX_EVENT_AGE_MS))
         self.stream = StreamSource(self.timeline, self._invoker("editor", self._edit), to_record=lambda r: r,
                                    filters=EDITOR_STREAM_FILTERS, batch_size=STREAM_BATCH_SIZE,
                                    max_retries=max_stream_retries, retry_delay_ms=lambda failures: step_ms,
@@ -470,11 +476,16 @@ class VirtualAws:
         """An event source's invoke: at once, on this thread. A throttled invocation of the poller
         or the editor is retried by Lambda without counting as a failure (THROTTLE_RETRY); the
         consumer's batch was received, so it comes back after the visibility timeout."""
-        def invoke(event: dict[str, Any], done: Done, throttled: int = 0) -> None:
-            if name != "consumer" and self._throttled(name):
+        def invoke(event: dict[str, Any], done: Done, throttled: int = 0, first: int | None = None) -> None:
+            first = self.now if first is None else first
+            if self._throttled(name):
                 self.log.throttled[name] += 1
                 wait = THROTTLE_RETRY_MS[name](throttled)
-                self.timeline.at(self.now + wait, lambda: invoke(event, done, throttled + 1))
+                if self._throttle_expired(name, event, first, self.now + wait):
+                    if name == "consumer":  # the batch goes back to the queue (QueueSource re-polls it)
+                        done(None, RuntimeError("throttled"))
+                    return
+                self.timeline.at(self.now + wait, lambda: invoke(event, done, throttled + 1, first))
                 return
             error: BaseException | None = None
             ok, out = self._invoke(name, lambda: run(event))
@@ -483,6 +494,17 @@ class VirtualAws:
             done(out, error)
 
         return invoke
+
+    def _throttle_expired(self, name: str, event: dict[str, Any], first: int, retry_at: int) -> bool:
+        """Whether Lambda stops retrying a throttled invocation before ``retry_at``: a consumer batch
+        goes back to the queue once its visibility timeout is over (QueueSource re-polls it then);
+        the poller's event is discarded past its maximum age, to its OnFailure destination."""
+        if name == "consumer" and retry_at - first >= self.visibility_timeout_ms:
+            return True
+        if name == "poller" and retry_at - first > POLLER_MAX_EVENT_AGE_MS:
+            self._poll_failed(event, len(self.rule.retry_delays_ms), RuntimeError("throttled past the event's age"))
+            return True
+        return False
 
     def _poll(self, event: dict[str, Any]) -> Any:
         self.log.polls.append(self.now)
@@ -539,7 +561,7 @@ class VirtualAws:
     def _poll_failed(self, event: dict[str, Any], attempt: int, error: BaseException) -> None:
         """A failed attempt of the poller's asynchronous invocation: after the last one, its OnFailure
         destination (the delay queue, as the construct sets it) gets the invocation record."""
-        if attempt >= len(ASYNC_RETRY_DELAYS_MS):
+        if attempt >= len(self.rule.retry_delays_ms):
             self._on_failure_destination(async_failure_record(
                 event, "arn:aws:lambda:us-east-1:123456789012:function:poller", attempt + 1, self.now, str(error)))
 

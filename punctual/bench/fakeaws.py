@@ -460,9 +460,12 @@ class FakeAws:
 
     def op_get_queue_attributes(self, QueueUrl, **_):
         vis = len(self.visible(QueueUrl))
+        now = self.clock.now_ms()
+        hidden = [m for m in self.queue(QueueUrl) if m.visible_at > now]
+        delayed = sum(1 for m in hidden if m.receives == 0)  # never received: waiting out DelaySeconds
         return {"Attributes": {"ApproximateNumberOfMessages": str(vis),
-                               "ApproximateNumberOfMessagesNotVisible": str(len(self.queue(QueueUrl)) - vis),
-                               "ApproximateNumberOfMessagesDelayed": "0"}}
+                               "ApproximateNumberOfMessagesNotVisible": str(len(hidden) - delayed),
+                               "ApproximateNumberOfMessagesDelayed": str(delayed)}}
 
     # events --------------------------------------------------------------
     def op_put_rule(self, Name, ScheduleExpression=None, State="ENABLED", **_):

@@ -127,16 +127,18 @@ def send_one(sqs: SQSClient, queue_url: str, body: str, clock: Clock, delay_seco
                     clock)
 
 
-def visible_messages(sqs: SQSClient, queue_url: str, clock: Clock) -> int | None:
-    """SQS's approximate count of messages ready to be received (not delayed, not in flight);
-    None when the count cannot be read (the caller then assumes no backlog)."""
+def backlog_messages(sqs: SQSClient, queue_url: str, clock: Clock) -> int | None:
+    """SQS's approximate count of messages waiting for the consumer: ready to be received, or
+    received and not yet deleted (in flight: a consumer throttled or failing keeps them so; not the
+    delayed ones); None when the count cannot be read (the caller then assumes no backlog)."""
     try:
         attrs = call_with_retry(
             lambda: sqs.get_queue_attributes(  # type: ignore[attr-defined]
-                QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages"]),
+                QueueUrl=queue_url,
+                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]),
             clock, attempts=3,
-        )
-        return int(attrs["Attributes"]["ApproximateNumberOfMessages"])
+        )["Attributes"]
+        return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
     except Exception as exc:  # noqa: BLE001 - a failed read must not stop the poll
         obs.log("WARNING", "delay queue backlog unknown", error=error_code(exc))
         return None

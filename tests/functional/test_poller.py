@@ -356,14 +356,31 @@ def test_a_backlog_smaller_than_the_orphans_does_not_hold_them_back(stack, froze
     keys = _fill(stack, 5)
     poll(stack.deps)
     frozen.tick(41)
-    # 3 of the 5 messages were received and lost; 2 still wait
-    stack.sqs.receive_message(QueueUrl=stack.settings.delay_queue_url, MaxNumberOfMessages=3,
-                              VisibilityTimeout=3600)
+    # 3 of the 5 messages were lost (gone from the queue); 2 still wait
+    url = stack.settings.delay_queue_url
+    got = stack.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=3)["Messages"]
+    stack.sqs.delete_message_batch(QueueUrl=url, Entries=[
+        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])
     assert _visible(stack) == 2
     report = poll_when_armed(stack, frozen)
     assert (report.sent, report.deferred) == (5, 0)
     assert {r[ATTR_ATTEMPT]["N"] for r in row_map(stack).values()} == {"2"}
     assert sorted(row_map(stack)) == keys
+
+
+def test_messages_in_flight_count_as_a_backlog(stack, frozen):
+    """A throttled or failing consumer holds the messages it received (in flight, not visible):
+    they are on their way, not lost; the orphans wait, and use no attempt (issue 28: a consumer
+    throttled for an hour had valid rows rejected as undeliverable)."""
+    _fill(stack, 5)
+    poll(stack.deps)
+    frozen.tick(41)
+    stack.sqs.receive_message(QueueUrl=stack.settings.delay_queue_url, MaxNumberOfMessages=5,
+                              VisibilityTimeout=3600)
+    assert _visible(stack) == 0
+    report = poll_when_armed(stack, frozen)
+    assert (report.sent, report.deferred) == (0, 5)
+    assert {r[ATTR_ATTEMPT]["N"] for r in row_map(stack).values()} == {"1"}
 
 
 def test_orphans_are_resent_when_the_backlog_cannot_be_read(stack, frozen):

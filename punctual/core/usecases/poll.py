@@ -37,7 +37,7 @@ from punctual.core.planning import (
     row_state,
     undeliverable,
 )
-from punctual.core.queues import visible_messages
+from punctual.core.queues import backlog_messages
 from punctual.core.runtime import Deps
 from punctual.core.store import across_partitions, query_below, query_from, reject_row
 from punctual.core.usecases.ensure_poll import request_poll
@@ -110,19 +110,19 @@ def _window(deps: Deps, end_ms: int):
 
 
 def _unless_backlogged(deps: Deps, plan: WindowPlan, now_ms: int, report: PollReport) -> WindowPlan:
-    """Orphans are resent only when the delay queue does not hold at least as many visible
-    messages: a backlog that large means the consumer is behind, not that messages were lost
+    """Orphans are resent only when the delay queue does not hold at least as many messages ready
+    or in flight: a backlog that large means the consumer is behind, not that messages were lost
     (see planning.defer_orphans). One GetQueueAttributes, only in polls that found orphans."""
     orphans = orphan_count(plan)
     if not orphans:
         return plan
     s = deps.settings
-    visible = visible_messages(deps.sqs, s.delay_queue_url, deps.clock)
-    if visible is None or visible < orphans:
+    backlog = backlog_messages(deps.sqs, s.delay_queue_url, deps.clock)
+    if backlog is None or backlog < orphans:
         return plan
     report.deferred = orphans
     obs.log("WARNING", "orphans deferred: the delay queue has a backlog", orphans=orphans,
-            delay_queue_visible=visible, recheck_after_ms=s.orphan_grace_ms)
+            delay_queue_backlog=backlog, recheck_after_ms=s.orphan_grace_ms)
     obs.metric(s, ORPHANS_DEFERRED, orphans)
     return defer_orphans(plan, now_ms, s.orphan_grace_ms)
 
