@@ -58,10 +58,9 @@ class Models:
     cdk_period_ms: int = 14 * 60_000
     cdk_window_ms: int = 15 * 60_000
     cdk_query_limit_bytes: int = 1_048_576
-    # Client-side CPU of one AWS call at 1 vCPU (botocore: serialize, sign, parse), charged at the
-    # function's share of a vCPU and not shared by a parallel section (threads hold the GIL).
-    # 0 = no CPU model (every published figure so far); 0.6 is what was measured here.
-    client_cpu_ms_per_call: float = 0.0
+    # Client CPU of each AWS call the handlers make, as measured per call type and size by
+    # bench/measure_client_cpu.py (punctual/bench/cpu.py), times this factor (0: no CPU model).
+    client_cpu_scale: float = 1.0
     # DynamoDB per-partition-key-value throughput (on for scenarios with throttling=True: firehose),
     # a token bucket holding this much of it; reads and writes are limited independently.
     ddb_partition_wcu_per_s: int = 1_000
@@ -130,10 +129,12 @@ SOURCES: dict[str, str] = {
     "shard'; order is kept per partition key. The construct sets 10 (EDITOR_PARALLELIZATION).",
     "api_latency_ms": "Assumption: in-region single-digit ms for DynamoDB ('single-digit millisecond "
     "performance'), ~10 ms for SQS, tens of ms for EventBridge control-plane calls.",
-    "client_cpu_ms_per_call": "Measured 2026-12-03 on this project's machine (one AMD EPYC core): botocore "
-    "SendMessageBatch of 10 ~300-byte events, 0.59 ms of CPU per call with the HTTP send stubbed out (no TLS, no "
-    "socket). Lambda allocates CPU in proportion to memory, one vCPU at 1,769 MB (Lambda docs, 'Configuring "
-    "function memory'), so a call costs this x 1769 / memory MB. Off (0) unless set.",
+    "client_cpu_scale": "Measured (bench/measure_client_cpu.py, rerun by anyone; the table and its conditions in "
+    "punctual/bench/client_cpu_table.py): time.process_time over 2,000 botocore calls per call type and size "
+    "against a local HTTPS server answering canned responses, clients configured as the functions'. Charged to "
+    "the invoking function at memory / 1,769 MB of a vCPU (Lambda docs, 'Configuring function memory': one vCPU "
+    "at 1,769 MB), never overlapped by a parallel section (the GIL). Assumption: Lambda's vCPU runs botocore as "
+    "fast as this machine's core. 1 = as measured, 0 = no CPU model (the figures before issue 29).",
     "async_retry_delays_ms": "Lambda docs, asynchronous invocation: on a function error 'Lambda retries the "
     "function two more times', waiting 1 minute, then 2 minutes (construct: retry_attempts=2).",
     "scheduler_fire_window_ms": "EventBridge Scheduler docs, 'Schedule types': 'All schedule types on EventBridge "

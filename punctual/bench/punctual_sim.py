@@ -38,6 +38,7 @@ from punctual.event_sources import Invoke, QueueSource, RuleSource, StreamSource
 from punctual.lambda_events import InjectedCrash, stream_record
 
 from .capacity import PartitionCapacity, get_read_units, is_throttled, query_read_units
+from .cpu import request_cpu_ms, response_cpu_ms, whole_ms
 from .engine import Engine, Process, SimClock
 from .models import Models
 from .scenarios import Scenario
@@ -54,7 +55,6 @@ EPOCH_MS = 1_798_761_600_000  # 2027-01-01T00:00:00Z: virtual time starts here
 WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 THROTTLED_PREFIX = "ddb_throttled:"  # counters of requests refused over a partition's limit
 MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's sizes
-VCPU_MB = 1769  # Lambda: one vCPU at 1,769 MB, CPU in proportion to memory
 
 
 @dataclass
@@ -365,8 +365,9 @@ class PunctualSim:
                 # A call inside a parallel section (punctual.core.parallel, run in order here)
                 # overlaps with lanes() - 1 others: it costs that share of its latency.
                 ms = max(1, ms // lanes())
-                # client CPU: the function's share of a vCPU, never overlapped (the GIL)
-                ms += round(self.m.client_cpu_ms_per_call * VCPU_MB / MEMORY_MB.get(self._actor("?"), 128))
+                # its client CPU does not overlap (the GIL): charged in full (punctual.bench.cpu)
+                ms += self._cpu_ms(proc, request_cpu_ms(f"{svc}.{model.name}", context.get("bench_params") or {},
+                                                        self._memory_mb(), self.m.client_cpu_scale))
                 self.engine.advance(self.engine.now + ms)
                 self._sync_time()
             if self.faults_on and self.fault_rng.random() < self.m.fault_call_failure_rate:
@@ -392,6 +393,13 @@ class PunctualSim:
                 self._observe_sqs(op, params, parsed)
             elif svc == "events" and ok:
                 self._observe_rule(op, params)
+            proc = self.engine.current
+            if handler and proc is not None and ok:  # parsing the response's rows (punctual.bench.cpu)
+                cpu = self._cpu_ms(proc, response_cpu_ms(f"{svc}.{op}", parsed, self._memory_mb(),
+                                                         self.m.client_cpu_scale))
+                if cpu:
+                    self.engine.advance(self.engine.now + cpu)
+                    self._sync_time()
             if handler and self.faults_on and self.engine.current is not None:
                 if self.fault_rng.random() < self.m.fault_crash_rate:
                     self.result.counters["injected_crashes"] += 1
@@ -400,6 +408,18 @@ class PunctualSim:
         ev.register(f"provide-client-params.{svc}", params_hook)
         ev.register(f"before-call.{svc}", before)
         ev.register(f"after-call.{svc}", after)
+
+    def _memory_mb(self) -> int:
+        return MEMORY_MB.get(self._actor("?"), 128)
+
+    def _cpu_ms(self, proc: Process, ms: float) -> int:
+        """The whole ms of client CPU ``proc`` spends now (the fraction is carried to its next call),
+        counted per function in µs (counter ``client_cpu_us:<fn>``)."""
+        if ms <= 0:
+            return 0
+        self.result.counters[f"client_cpu_us:{proc.info.get('fn', '?')}"] += round(ms * 1000)
+        whole, proc.info["cpu_carry"] = whole_ms(proc.info.get("cpu_carry", 0.0), ms)
+        return whole
 
     def _account_ddb(self, op: str, params: dict[str, Any], parsed: dict[str, Any]) -> None:
         r = self.result
