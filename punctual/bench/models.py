@@ -48,6 +48,10 @@ class Models:
     api_latency_ms: dict[str, tuple[int, int]] = field(
         default_factory=lambda: {"dynamodb": (3, 8), "sqs": (5, 15), "events": (20, 60)}
     )
+    # EventBridge's control-plane quota (DescribeRule, PutRule, EnableRule, DisableRule...): requests a
+    # second per account, one token bucket shared by every function, holding this much of it (0: none).
+    events_control_tps: int = 50
+    events_control_burst_ms: int = 1_000
     # Delay queue visibility timeout (construct: 6 x the consumer's 30 s timeout).
     delay_visibility_ms: int = 180_000
     # Lambda asynchronous invocation (the poller, from the rule): 2 retries, after 1 and 2 min.
@@ -166,6 +170,15 @@ SOURCES: dict[str, str] = {
     "ProvisionedThroughputExceededException. The bench's producer keeps retrying at the last delay after the "
     "SDK's attempts (an application retrying what the SDK raised), so no task is dropped; "
     "user_puts_past_sdk_attempts counts the puts that would have raised to the producer.",
+    "events_control_tps": "CloudWatch Events quotas (docs.aws.amazon.com/AmazonCloudWatch/latest/events/"
+    "cloudwatch_limits_cwe.html): 'API requests: Up to 50 requests per second for all CloudWatch Events API "
+    "operations except PutEvents'; EventBridge quotas: all other API requests are limited to 50 requests per "
+    "second by default (adjustable). Over it EventBridge answers ThrottlingException; the handlers' retry policy "
+    "(punctual.core.retry: 6 attempts, full-jitter backoff from 50 ms) backs off. Modelled as one bucket for the "
+    "account, shared by every control-plane API (the stricter reading of 'for all ... operations'; per-API "
+    "buckets would be more lenient), counted as events_throttled:<fn>:<Op>.",
+    "events_control_burst_ms": "Assumption: the bucket holds 1 s of the quota (50 requests); AWS documents the "
+    "rate, not the burst.",
     "delay_visibility_ms": "Construct: DELAY_QUEUE_VISIBILITY = 6 x CONSUMER_TIMEOUT (AWS guidance for SQS "
     "event sources).",
 }

@@ -38,6 +38,7 @@ from punctual.event_sources import Invoke, QueueSource, RuleSource, StreamSource
 from punctual.lambda_events import InjectedCrash, stream_record
 
 from .capacity import PartitionCapacity, get_read_units, is_throttled, query_read_units
+from .control_plane import ControlPlaneQuota, throttling_error
 from .cpu import request_cpu_ms, response_cpu_ms, whole_ms
 from .engine import Engine, Process, SimClock
 from .models import Models
@@ -54,6 +55,7 @@ REGION = "us-east-1"
 EPOCH_MS = 1_798_761_600_000  # 2027-01-01T00:00:00Z: virtual time starts here
 WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 THROTTLED_PREFIX = "ddb_throttled:"  # counters of requests refused over a partition's limit
+EVENTS_THROTTLED_PREFIX = "events_throttled:"  # counters of rule calls refused over the account's quota
 MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's sizes
 
 
@@ -136,6 +138,7 @@ class PunctualSim:
         self.faults_on = scenario.faults
         self.result.partition_limits = scenario.throttling
         self.running: Counter = Counter()  # invocations in progress, per function
+        self.events_quota = ControlPlaneQuota(models.events_control_tps, models.events_control_burst_ms)
         self._event_sources()
 
     # ---------------------------------------------------------------- Lambda's event sources
@@ -370,6 +373,9 @@ class PunctualSim:
                                                         self._memory_mb(), self.m.client_cpu_scale))
                 self.engine.advance(self.engine.now + ms)
                 self._sync_time()
+            if svc == "events" and not self.events_quota.admit(model.name, self.engine.now):
+                self.result.counters[f"{EVENTS_THROTTLED_PREFIX}{self._actor('?')}:{model.name}"] += 1
+                raise throttling_error(model.name)
             if self.faults_on and self.fault_rng.random() < self.m.fault_call_failure_rate:
                 from botocore.exceptions import ClientError
 

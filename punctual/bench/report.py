@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import prices as P
-from .punctual_sim import MEMORY_MB, THROTTLED_PREFIX, RunResult
+from .punctual_sim import EVENTS_THROTTLED_PREFIX, MEMORY_MB, THROTTLED_PREFIX, RunResult
 
 DAY_MS = 86_400_000
 BILLED_SERVICES = ("dynamodb", "sqs")
@@ -39,6 +39,8 @@ class Summary:
     # and the producer's puts refused at least once; None when the run does not model the limits.
     throttled_requests: int | None = None
     throttled_user_puts: int | None = None
+    # EventBridge control-plane calls refused over the account's quota (punctual.bench.control_plane).
+    events_throttled: int = 0
 
 
 def _pct(values: list[int], q: float) -> float | None:
@@ -93,6 +95,7 @@ def summarize(r: RunResult) -> Summary:
         sum(v for k, v in per_million.items() if not k.startswith("(")), per_million, r.wall_s,
         throttled_requests=throttled if r.partition_limits else None,
         throttled_user_puts=r.counters.get("user_puts_throttled", 0) if r.partition_limits else None,
+        events_throttled=sum(v for k, v in r.counters.items() if k.startswith(EVENTS_THROTTLED_PREFIX)),
     )
 
 
@@ -146,13 +149,15 @@ def _int_ms(v: float | None) -> int | None:
 
 
 def strategy_figures(s: Summary) -> dict[str, int | float | None]:
-    """One strategy's figures for ``punctual bench --json`` (lateness in whole ms, null when
-    nothing was delivered); ``throttled_requests`` and ``throttled_user_puts`` only for runs that
+    """One strategy's figures for ``punctual bench --json`` (lateness in whole ms, null when nothing
+    was delivered; ``events_throttled``: rule calls refused over EventBridge's quota);
+    ``throttled_requests`` and ``throttled_user_puts`` only for runs that
     model DynamoDB's partition limits (firehose)."""
     figures: dict[str, int | float | None] = {
         "delivered": s.delivered, "lost": s.lost, "early": s.early, "duplicates": s.duplicates,
         "p50_ms": _int_ms(s.p50), "p90_ms": _int_ms(s.p90), "p99_ms": _int_ms(s.p99), "max_ms": _int_ms(s.max),
         "usd_per_million": round(s.usd_per_million, 4), "requests_per_task": round(s.requests_per_task, 4),
+        "events_throttled": s.events_throttled,
     }
     if s.throttled_requests is not None:
         figures.update(throttled_requests=s.throttled_requests, throttled_user_puts=s.throttled_user_puts)

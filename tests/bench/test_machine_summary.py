@@ -21,10 +21,11 @@ def test_one_scenario_gives_one_object_in_the_issue_shape():
         "scenario": "burst", "tasks": 1_000, "sqs_model": "on-time",
         "strategies": {
             "punctual": {"delivered": 998, "lost": 2, "early": 0, "duplicates": 3, "p50_ms": 12, "p90_ms": 81,
-                         "p99_ms": 640, "max_ms": 1_234, "usd_per_million": 1.2346, "requests_per_task": 2.9877},
+                         "p99_ms": 640, "max_ms": 1_234, "usd_per_million": 1.2346, "requests_per_task": 2.9877,
+                         "events_throttled": 0},
             "cdk-scheduler": {"delivered": 998, "lost": 2, "early": 1_000, "duplicates": 3, "p50_ms": -900,
                               "p90_ms": 81, "p99_ms": 640, "max_ms": 1_234, "usd_per_million": 1.2346,
-                              "requests_per_task": 2.9877},
+                              "requests_per_task": 2.9877, "events_throttled": 0},
         },
     }
     assert json.loads(json.dumps(doc)) == doc
