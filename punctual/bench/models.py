@@ -34,6 +34,9 @@ class Models:
     esm_initial_concurrency: int = 5
     esm_scale_per_minute: int = 300
     esm_max_concurrency: int = 1_000
+    # ...and while the queue is idle, this many pollers each long-poll it, one billed ReceiveMessage per wait.
+    esm_idle_pollers: int = 5
+    esm_idle_wait_s: int = 20
     # DynamoDB stream -> Lambda: time from a write to the invocation that carries it.
     stream_latency_ms: tuple[int, int] = (100, 500)
     stream_batch_size: int = 100  # the construct's EDITOR_BATCH_SIZE
@@ -122,6 +125,14 @@ SOURCES: dict[str, str] = {
     "300 more instances per minute'.",
     "esm_max_concurrency": "Same page: 'The maximum number of batches that an event source mapping can process "
     "simultaneously is 1,000'.",
+    "esm_idle_pollers": "Assumption, marked: Lambda's SQS event source keeps pollers long-polling the queue "
+    "while it is empty (Lambda docs, 'Using Lambda with Amazon SQS': 'Lambda polls the queue'; 'starts processing "
+    "five batches at a time with five concurrent invocations'), and those ReceiveMessage requests are billed "
+    "like any (SQS pricing: every API action is a request; empty receives included). The number of idle pollers "
+    "is not documented: 5 (the initial concurrency) is the default here, 2 the lowest seen reported; "
+    "0 switches the model off. Punctual's delay queue only (the delivery queue's consumers are the user's).",
+    "esm_idle_wait_s": "SQS long polling: at most 20 s per ReceiveMessage (SQS Developer Guide, 'Setting-up long "
+    "polling'); assumption: Lambda's pollers use the maximum, so each makes 3 receives a minute when idle.",
     "stream_latency_ms": "Lambda docs: 'Lambda polls shards in your DynamoDB stream for records at a base rate "
     "of 4 times per second'; plus stream propagation: ~100-500 ms (assumption).",
     "stream_shards": "DynamoDB Streams: a stream shard per table partition (Developer Guide, 'Change data capture "

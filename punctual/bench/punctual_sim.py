@@ -37,6 +37,7 @@ from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 from punctual.event_sources import Invoke, QueueSource, RuleSource, StreamSource, lane_of
 from punctual.lambda_events import InjectedCrash, stream_record
 
+from .billing import IDLE_RECEIVE_API, idle_receives
 from .capacity import PartitionCapacity, get_read_units, is_throttled, query_read_units
 from .control_plane import ControlPlaneQuota, throttling_error
 from .cpu import request_cpu_ms, response_cpu_ms, whole_ms
@@ -610,6 +611,9 @@ class PunctualSim:
                     setattr(obj, name, old)
         self.result.log_bytes = sink.bytes
         self.result.counters["engine_events"] = self.engine.events_run
+        # Lambda's SQS event source long-polls the idle delay queue: billed receives (punctual.bench.billing)
+        self.result.requests[("lambda-sqs-poller", IDLE_RECEIVE_API)] = idle_receives(
+            self.sc.horizon_ms, self.m.esm_idle_pollers, self.m.esm_idle_wait_s)
         self.result.wall_s = _real_elapsed(wall)
         return self.result
 

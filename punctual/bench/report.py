@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import prices as P
+from .billing import IDLE_RECEIVE_API, platform_log_bytes
 from .punctual_sim import EVENTS_THROTTLED_PREFIX, MEMORY_MB, THROTTLED_PREFIX, RunResult
 
 DAY_MS = 86_400_000
@@ -76,17 +77,21 @@ def summarize(r: RunResult) -> Summary:
         g = max(1, inv.duration_ms) / 1000 * mem / 1024
         gb_s += g
         by_fn[inv.fn] += g * P.LAMBDA_GB_S_ARM64 + P.LAMBDA_REQUEST
+    platform_logs = sum(platform_log_bytes(MEMORY_MB.get(inv.fn, 128), inv.duration_ms, inv.cold)
+                        for inv in r.invocations)  # Lambda's START / END / REPORT lines
     parts = {
         "DynamoDB": r.ddb_wru * P.DDB_WRU + r.ddb_rru * P.DDB_RRU,
         "SQS": sqs_requests * P.SQS_REQUEST,
         "Lambda": len(r.invocations) * P.LAMBDA_REQUEST + gb_s * P.LAMBDA_GB_S_ARM64,
-        "Logs": r.log_bytes / 1e9 * P.LOGS_PER_GB,
+        "Logs": (r.log_bytes + platform_logs) / 1e9 * P.LOGS_PER_GB,
         "Scheduler": r.counters.get("scheduled_invocations", 0) * P.SCHEDULER_INVOCATION,
     }
     per_million = {k: v / n * 1e6 for k, v in parts.items()}
     throttled = sum(v for k, v in r.counters.items() if k.startswith(THROTTLED_PREFIX))
     for fn, usd in by_fn.items():
         per_million[f"(Lambda {fn})"] = usd / n * 1e6
+    per_million["(Logs: Lambda's own lines)"] = platform_logs / 1e9 * P.LOGS_PER_GB / n * 1e6
+    per_million["(SQS: idle receives)"] = billed.get(IDLE_RECEIVE_API, 0) * P.SQS_REQUEST / n * 1e6
     return Summary(
         r.strategy, r.scenario, r.n, len(r.deliveries), r.n - len(r.deliveries), early, dups,
         _pct(late, 0.5), _pct(late, 0.9), _pct(late, 0.99), float(late[-1]) if late else None,
