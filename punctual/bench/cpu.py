@@ -50,18 +50,24 @@ def response_items(api: str, parsed: dict[str, Any]) -> int:
     return 0
 
 
+def cpu_ms(api: str, items: int, memory_mb: int, scale: float = 1.0, base: bool = True) -> float:
+    """CPU ms of one call carrying ``items`` entries or rows, at ``memory_mb``; without its base when
+    ``base`` is False (the rows of a response, charged after the call)."""
+    fixed, per_item = _cost(api)
+    return scale * ((fixed if base else 0.0) + per_item * items) / vcpu_share(memory_mb)
+
+
 def request_cpu_ms(api: str, params: dict[str, Any], memory_mb: int, scale: float = 1.0) -> float:
     """CPU ms the function spends before the call reaches AWS."""
-    base, per_item = _cost(api)
     items = 0 if api in RESPONSE_SIZED else request_items(api, params)
-    return scale * (base + per_item * items) / vcpu_share(memory_mb)
+    return cpu_ms(api, items, memory_mb, scale)
 
 
 def response_cpu_ms(api: str, parsed: dict[str, Any], memory_mb: int, scale: float = 1.0) -> float:
     """CPU ms the function spends parsing the rows of a response."""
     if api not in RESPONSE_SIZED:
         return 0.0
-    return scale * _cost(api)[1] * response_items(api, parsed) / vcpu_share(memory_mb)
+    return cpu_ms(api, response_items(api, parsed), memory_mb, scale, base=False)
 
 
 def whole_ms(carry: float, ms: float) -> tuple[int, float]:

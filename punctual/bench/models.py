@@ -65,6 +65,11 @@ class Models:
     cdk_period_ms: int = 14 * 60_000
     cdk_window_ms: int = 15 * 60_000
     cdk_query_limit_bytes: int = 1_048_576
+    # cdk-scheduler's client CPU: the Node SDK charged botocore's measured CPU per call times this
+    # (assumption; 0 = free, the reading most favourable to it), and its re-filter of the page after
+    # each chunk of 10, per row of the page at one vCPU (bench/measure_cdk_refilter.js).
+    cdk_sdk_cpu_scale: float = 1.0
+    cdk_refilter_us_per_row: float = 0.6
     # Client CPU of each AWS call the handlers make, as measured per call type and size by
     # bench/measure_client_cpu.py (punctual/bench/cpu.py), times this factor (0: no CPU model).
     client_cpu_scale: float = 1.0
@@ -155,9 +160,19 @@ SOURCES: dict[str, str] = {
     "scheduler_fire_window_ms": "EventBridge Scheduler docs, 'Schedule types': 'All schedule types on EventBridge "
     "Scheduler invoke their targets with 60 second precision ... between 1:00:00 and 1:00:59' (flexible window "
     "OFF). We model the favourable reading: within 60 s after the schedule's time, never before it.",
-    "cdk_period_ms": "cdk-scheduler source: CRON_DELAY_IN_MINUTES = 14, Query 'sk BETWEEN :now AND :future' with "
-    ":future = now + 15 min, no pagination (DynamoDB returns at most 1 MB per Query), DelaySeconds = "
-    "floor((due - now)/1000), then DeleteItem; a stream handler sends rows due within 15 min the same way.",
+    "cdk_period_ms": "cdk-scheduler source (github guiyom-e/cdk-scheduler@f5eb62c, cdk-scheduler/lib/index.ts:18, "
+    "117): CRON_DELAY_IN_MINUTES = 14, Schedule.rate(14 minutes). Every other behaviour of its model, with file and "
+    "line, is in punctual/bench/cdk_scheduler.py and docs/benchmark.md.",
+    "cdk_window_ms": "cdk-scheduler source, lib/functions/helpers.ts:52-62 (:future = now + (14 + 1) min) and "
+    "extract.ts:37-44 (sk BETWEEN :now AND :future).",
+    "cdk_query_limit_bytes": "DynamoDB Query returns at most 1 MB per call; cdk-scheduler's extract.ts:37-44 reads "
+    "one page (no LastEvaluatedKey loop). Rows of ~64 B: ~16,384 a page.",
+    "cdk_sdk_cpu_scale": "Assumption: the Node SDKs (aws-sdk v2 for SQS, @aws-sdk/client-dynamodb v3) cost the "
+    "client CPU botocore costs per call (client_cpu_scale's table), at 128 MB (index.ts: no memorySize). Not "
+    "measured for Node; 0 (free) is the reading most favourable to cdk-scheduler and is shown beside.",
+    "cdk_refilter_us_per_row": "Measured: node bench/measure_cdk_refilter.js (v20, this machine, 0.59-0.60 us per "
+    "row): the re-filter of send.ts:72-79 (records.filter(r => successfulIds.includes(extractIdForSQS(r)))), run "
+    "after each chunk of 10 over the whole page; charged at 128 MB's share of a vCPU.",
     "ddb_partition_wcu_per_s": "DynamoDB Developer Guide, 'Troubleshooting throttling for on-demand mode' "
     "(docs.aws.amazon.com/amazondynamodb/latest/developerguide/TroubleshootingThrottlingOnDemand.html) and "
     "'Understanding DynamoDB warm throughput' (warm-throughput-scenarios.html): 'each individual partition is "

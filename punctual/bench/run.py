@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from . import prices
-from .alternatives import cdk_scheduler, eventbridge_scheduler
+from .alternatives import eventbridge_scheduler
+from .cdk_scheduler import cdk_scheduler
 from .models import EARLY_READING_MS, SOURCES, Models
 from .punctual_sim import PunctualSim, RunResult
 from .report import Summary, api_table, machine_summary, plots, summarize, table
