@@ -1,4 +1,5 @@
-"""``punctual bench``: run scenarios, write bench/results/ (markdown table, JSON, PNG plots)."""
+"""``punctual bench``: run scenarios, write their results (markdown table, JSON, PNG plots) to ``--out``, to
+a new temporary directory by default, or to the repository's bench/results/ with ``--publish``."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import importlib.util
 import json
 import os
+import tempfile
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
@@ -37,6 +39,7 @@ FAULT_RATES: dict[str, Any] = {"fault_call_failure_rate": 0.01, "fault_crash_rat
 # under each, the documented one first (see SOURCES["sqs_early_max_ms"]).
 SQS_MODELS = ("on-time", "early", "both")
 EXTRA = "pip install 'punctual-aws[bench]'"  # the packages a run needs beyond the wheel's own
+PUBLISHED = "bench/results"  # the repository's published results: written only with --publish
 
 
 def missing_modules(backend: str, plots: bool) -> list[str]:
@@ -65,7 +68,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shards", type=int, default=None,
                    help="Punctual's shards (Settings.shards; tasks spread over that many partitions by id, "
                         "docs/architecture.md \"Shards\"); the same as --setting shards=N")
-    p.add_argument("--out", default="bench/results", help="output directory (default: bench/results)")
+    p.add_argument("--out", default=None,
+                   help="output directory (default: a new temporary directory, printed; see --publish)")
+    p.add_argument("--publish", action="store_true",
+                   help=f"write into {PUBLISHED} (the repository's published results; run from its root)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--backend", choices=("moto", "fake"), default="moto",
                    help="AWS for the real handlers: moto via boto3 (default) or the in-memory fake "
@@ -77,7 +83,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="FILE", default=None,
                    help="also write a machine-readable summary (one object per scenario; a list when several)")
     p.add_argument("--combine", action="store_true",
-                   help="only rebuild results.md from the results-*.json of earlier partial runs in --out")
+                   help="only rebuild results.md from the results-*.json of earlier partial runs in --out "
+                        "(or bench/results with --publish)")
 
 
 def settings_overrides(pairs: list[str]) -> dict[str, int]:
@@ -211,13 +218,30 @@ def _report(cmd: str, results: list[RunResult], summaries: list[Summary], model_
     ])
 
 
+def output_dir(args: argparse.Namespace) -> Path:
+    """``--out``, or bench/results with ``--publish``, or a new temporary directory (printed): a run writes
+    into the repository only when asked."""
+    out, publish = getattr(args, "out", None), getattr(args, "publish", False)
+    if out and publish:
+        raise SystemExit("--out and --publish: choose one")
+    if publish:
+        return Path(PUBLISHED)
+    if out:
+        return Path(out)
+    if args.combine:
+        raise SystemExit("--combine needs --out DIR (or --publish)")
+    path = Path(tempfile.mkdtemp(prefix="punctual-bench-"))
+    print(f"output: {path} (--out DIR to choose, --publish for {PUBLISHED})", flush=True)
+    return path
+
+
 def main(args: argparse.Namespace) -> int:
     os.environ.setdefault("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
     for k, v in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench"),
                  ("AWS_DEFAULT_REGION", "us-east-1")):
         os.environ.setdefault(k, v)
     os.environ.pop("AWS_ENDPOINT_URL", None)
-    out_dir = Path(args.out)
+    out_dir = output_dir(args)
     if args.combine:
         return combine(out_dir)
     missing = missing_modules(getattr(args, "backend", "moto"), plots=not args.no_plots)
