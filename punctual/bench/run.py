@@ -277,6 +277,13 @@ def write_machine_summary(path: Path, summaries: list[Summary], labels: list[str
     path.write_text(json.dumps(machine_summary(first, early), indent=1) + "\n")
 
 
+def _reading_note(summaries: list[Summary]) -> str:
+    if all(s.sqs_model == "on-time" for s in summaries):
+        return ""
+    return ("  \nSQS model: `on-time` is what AWS documents (the default); `early` (delayed messages visible up to "
+            "1 s before their delay ends) is a stress reading, an assumption with no source.")
+
+
 def combine(out_dir: Path) -> int:
     """One table from partial runs (e.g. scenarios run in parallel processes)."""
     summaries, commands = [], []
@@ -287,7 +294,8 @@ def combine(out_dir: Path) -> int:
     summaries.sort(key=_summary_order)
     text = "\n\n".join([
         "# Benchmark results\n\nCommands: " + "; ".join(f"`{c}`" for c in commands)
-        + f"  \nPrices: {prices.PRICES_REGION} on-demand, written down {prices.PRICES_DATE}.",
+        + f"  \nPrices: {prices.PRICES_REGION} on-demand, written down {prices.PRICES_DATE}."
+        + _reading_note(summaries),
         table(summaries),
         "## Requests and cost by API\n\n" + api_table(summaries),
         "## Run times (wall clock)\n\n" + "\n".join(
