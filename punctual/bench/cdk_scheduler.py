@@ -55,7 +55,7 @@ from .punctual_sim import Invocation, RunResult
 from .scenarios import Scenario
 
 TIMEOUT_MS = 3_000  # index.ts:81-89, 95-104: no timeout set, the CDK default (3 s)
-MEMORY_MB = 128  # ditto: no memorySize set, the CDK default
+CDK_MEMORY_MB = 128  # ditto: no memorySize set, the CDK default
 ASYNC_RETRIES = 2  # index.ts:84, 99: retryAttempts 2
 WINDOW_S = 900  # handleNearFuture.ts:33: (CRON_DELAY_IN_MINUTES + 1) * 60 with CRON_DELAY_IN_MINUTES = 14
 SQS_BATCH = 10  # send.ts:15
@@ -76,14 +76,14 @@ def sqs_entry_id(sk: str) -> str:
     return match.group(1).replace("#", "-", 1)[:80]
 
 
-def delay_seconds(due_ms: int, now_ms: int) -> int:
+def floored_delay_s(due_ms: int, now_ms: int) -> int:
     """extractDelaySeconds (helpers.ts:27-34): floored, 0 for a past-due row."""
     return max(0, (due_ms - now_ms) // 1000)
 
 
 def near_future(due_ms: int, now_ms: int) -> bool:
     """The stream handler takes a record when its floored delay is at most 900 s (handleNearFuture.ts:33)."""
-    return delay_seconds(due_ms, now_ms) <= WINDOW_S
+    return floored_delay_s(due_ms, now_ms) <= WINDOW_S
 
 
 def readable_batch(shard: deque[tuple[int, str, int]], t: int) -> list[tuple[int, str, int]]:
@@ -108,7 +108,7 @@ class Timeout(Exception):
     """The invocation reached its 3 s deadline: Lambda stops it there."""
 
 
-class Failed(Exception):
+class SdkCallFailed(Exception):
     """An SDK call raised (the handler catches it only around its deletes)."""
 
 
@@ -250,7 +250,7 @@ class CdkScheduler:
         for chunk in chunks(records, SQS_BATCH):
             if len({ids[i] for i in chunk}) < len(chunk):  # BatchEntryIdsNotDistinct: the call throws
                 self.counters["cdk_batch_id_collisions"] += 1
-                raise Failed("BatchEntryIdsNotDistinct")
+                raise SdkCallFailed("BatchEntryIdsNotDistinct")
             created = run.now  # createSQSMessageFromRecord reads the clock before the call (send.ts:27)
             self.call(run, "sqs.SendMessageBatch", request_items=len(chunk))
             successful = set()
@@ -259,7 +259,7 @@ class CdkScheduler:
                     self.counters["cdk_failed_entries_dropped"] += 1
                     continue
                 successful.add(ids[i])
-                visible = run.now + delay_seconds(self.sc.dues[i], created) * 1000 - self.rng.randint(
+                visible = run.now + floored_delay_s(self.sc.dues[i], created) * 1000 - self.rng.randint(
                     0, self.m.sqs_early_max_ms)
                 self.res.deliveries.setdefault(i, []).append(max(run.now, visible))
                 run.sent += 1
@@ -272,7 +272,7 @@ class CdkScheduler:
         for k, page in enumerate(pages):
             try:
                 self.call(run, "dynamodb.BatchWriteItem", request_items=len(page), latency=k == 0)
-            except Failed:
+            except SdkCallFailed:
                 self.counters["cdk_delete_errors_swallowed"] += 1
                 continue
             for i in page:
@@ -285,7 +285,7 @@ class CdkScheduler:
 
     def cpu(self, run: Run, ms_at_one_vcpu: float) -> None:
         """The handler's own JavaScript, measured at one vCPU, run at 128 MB's share of one."""
-        run.now += round(ms_at_one_vcpu / vcpu_share(MEMORY_MB))
+        run.now += round(ms_at_one_vcpu / vcpu_share(CDK_MEMORY_MB))
         if run.now > run.deadline:
             raise Timeout
 
@@ -294,14 +294,14 @@ class CdkScheduler:
         failures, a crash after it. Counted when it reached AWS."""
         service = api.split(".")[0]
         lat = self._u(self.m.api_latency_ms[service]) if latency else 0
-        spent = cpu_ms(api, request_items, MEMORY_MB, self.m.cdk_sdk_cpu_scale) + cpu_ms(
-            api, response_items, MEMORY_MB, self.m.cdk_sdk_cpu_scale, base=False)
+        spent = cpu_ms(api, request_items, CDK_MEMORY_MB, self.m.cdk_sdk_cpu_scale) + cpu_ms(
+            api, response_items, CDK_MEMORY_MB, self.m.cdk_sdk_cpu_scale, base=False)
         run.now += lat + round(spent)
         if run.now > run.deadline:
             raise Timeout
         self.res.requests[(run.fn, api)] += 1
         if self.fail and self.rng.random() < self.fail ** SDK_ATTEMPTS[service]:
-            raise Failed(api)
+            raise SdkCallFailed(api)
         if self.crash and self.rng.random() < self.crash:
             raise Crash(f"crash after {api}")
 
@@ -317,7 +317,7 @@ class CdkScheduler:
         except Timeout:
             run.now, error = run.deadline, "timeout"
             self.counters[f"cdk_timeouts:{fn}"] += 1
-        except (Failed, Crash) as exc:
+        except (SdkCallFailed, Crash) as exc:
             error = str(exc)
         self.warm_until[fn] = run.now + self.m.warm_idle_ms
         self.res.invocations.append(Invocation(fn, begin, run.now - t, cold, run.sent, error))

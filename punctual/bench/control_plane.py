@@ -18,12 +18,12 @@ from botocore.exceptions import ClientError
 
 from .capacity import TokenBucket
 
-THROTTLED_CODE = "ThrottlingException"
+EVENTS_THROTTLED_CODE = "ThrottlingException"
 UNLIMITED_OPS = frozenset({"PutEvents"})  # its own, much larger, quota: not a control-plane call
 
 
 def throttling_error(op: str) -> ClientError:
-    return ClientError({"Error": {"Code": THROTTLED_CODE, "Message": "Rate exceeded"}}, op)
+    return ClientError({"Error": {"Code": EVENTS_THROTTLED_CODE, "Message": "Rate exceeded"}}, op)
 
 
 @dataclass

@@ -33,13 +33,13 @@ def test_entry_ids_are_the_sks_digits_and_id_and_can_collide():
 
 
 def test_delays_are_floored_and_the_stream_takes_rows_due_in_under_901_s():
-    assert cdk.delay_seconds(10_999, 0) == 10 and cdk.delay_seconds(0, 5_000) == 0
+    assert cdk.floored_delay_s(10_999, 0) == 10 and cdk.floored_delay_s(0, 5_000) == 0
     assert cdk.near_future(900_999, 0) and not cdk.near_future(901_000, 0)
     assert cdk.near_future(-60_000, 0)  # past due: delay 0, taken
 
 
 def test_the_cdk_defaults():
-    assert (cdk.TIMEOUT_MS, cdk.MEMORY_MB, cdk.ASYNC_RETRIES, cdk.STREAM_BATCH) == (3_000, 128, 2, 100)
+    assert (cdk.TIMEOUT_MS, cdk.CDK_MEMORY_MB, cdk.ASYNC_RETRIES, cdk.STREAM_BATCH) == (3_000, 128, 2, 100)
     assert cdk.page_rows(1_048_576) == 16_384  # ~64 B rows in a 1 MB page
 
 
@@ -47,7 +47,7 @@ def test_colliding_ids_in_a_chunk_fail_the_whole_batch():
     model = _model([HOUR] * 3)
     _fill(model)
     model.sk = lambda i: "1798135200000#same.{i}"  # type: ignore[method-assign]
-    with pytest.raises(cdk.Failed, match="BatchEntryIdsNotDistinct"):
+    with pytest.raises(cdk.SdkCallFailed, match="BatchEntryIdsNotDistinct"):
         model.send_and_delete([0, 1, 2], cdk.Run("cdk-stream", 0, 3_000))
     assert model.counters["cdk_batch_id_collisions"] == 1 and not model.res.deliveries
 
@@ -71,7 +71,7 @@ def test_deletes_that_fail_are_swallowed_and_the_rows_stay():
     def call(run, api, **kw):
         real_call(run, api, **kw)
         if api == "dynamodb.BatchWriteItem":
-            raise cdk.Failed(api)
+            raise cdk.SdkCallFailed(api)
 
     model.call = call  # type: ignore[method-assign]
     run = cdk.Run("cdk-extract", 0, 3_000)
@@ -138,7 +138,7 @@ def test_removes_invoke_the_stream_handler_and_a_failing_batch_holds_the_shard()
     def failing_first_batch(batch, run):
         calls.append(run.now)
         if batch[0][2] == 0 and len(calls) <= 5:
-            raise cdk.Failed("poison")
+            raise cdk.SdkCallFailed("poison")
         real(batch, run)
 
     stuck.near_future_handler = failing_first_batch  # type: ignore[method-assign]
