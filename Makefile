@@ -40,7 +40,8 @@ cdk-synth: $(STAMP) node_modules/.bin/cdk
 	npx --no-install aws-cdk synth --quiet
 
 # The benchmark: real handlers in virtual time vs cdk-scheduler and EventBridge Scheduler
-# (bench/results/, docs/benchmark.md). BENCH_ARGS=--quick for the CI-sized run.
+# (docs/benchmark.md; written to a temporary directory, to bench/results/ with BENCH_ARGS=--publish).
+# BENCH_ARGS=--quick for the CI-sized run.
 bench: $(STAMP)
 	$(BIN)/punctual bench $(BENCH_ARGS)
 

@@ -50,7 +50,7 @@ def is_throttled(response: dict[str, Any]) -> bool:
 
 
 @dataclass
-class _Bucket:
+class TokenBucket:
     rate_per_ms: float
     size: float
     tokens: float
@@ -70,14 +70,14 @@ class PartitionCapacity:
     write_per_s: float
     read_per_s: float
     burst_ms: int = 1_000
-    buckets: dict[tuple[str, Kind], _Bucket] = field(default_factory=dict)
+    buckets: dict[tuple[str, Kind], TokenBucket] = field(default_factory=dict)
     throttled: Counter = field(default_factory=Counter)  # (partition key value, kind) -> refused requests
 
     def admit(self, pk: str, kind: Kind, units: float, now_ms: int) -> bool:
         bucket = self.buckets.get((pk, kind))
         if bucket is None:
             rate = (self.write_per_s if kind == "write" else self.read_per_s) / 1000
-            bucket = self.buckets[(pk, kind)] = _Bucket(rate, rate * self.burst_ms, rate * self.burst_ms, now_ms)
+            bucket = self.buckets[(pk, kind)] = TokenBucket(rate, rate * self.burst_ms, rate * self.burst_ms, now_ms)
         if bucket.take(units, now_ms):
             return True
         self.throttled[(pk, kind)] += 1

@@ -11,14 +11,19 @@ from typing import Any
 
 from punctual.lambda_events import ASYNC_RETRY_DELAYS_MS
 
+# The bound of the "early" SQS reading (`punctual bench --sqs-model early`): a stress assumption, not
+# a documented behaviour (SOURCES["sqs_early_max_ms"]).
+EARLY_READING_MS = 1_000
+
 
 @dataclass(frozen=True)
 class Models:
     # EventBridge rule: a cron fires somewhere inside its minute, then the target starts.
     rule_fire_spread_ms: int = 60_000
     rule_target_delay_ms: tuple[int, int] = (50, 1_500)
-    # SQS: a delayed message may become visible up to this much before its delay ends...
-    sqs_early_max_ms: int = 1_000
+    # SQS: a delayed message may become visible up to this much before its delay ends (0: when
+    # it ends, what AWS documents; `--sqs-model early` runs the stress reading, EARLY_READING_MS)...
+    sqs_early_max_ms: int = 0
     # ...and Lambda's SQS pollers pick a visible message up after this long.
     sqs_poll_latency_ms: tuple[int, int] = (20, 200)
     # Lambda: a new execution environment (Python + boto3 + pydantic) before the handler runs.
@@ -29,6 +34,9 @@ class Models:
     esm_initial_concurrency: int = 5
     esm_scale_per_minute: int = 300
     esm_max_concurrency: int = 1_000
+    # ...and while the queue is idle, this many pollers each long-poll it, one billed ReceiveMessage per wait.
+    esm_idle_pollers: int = 5
+    esm_idle_wait_s: int = 20
     # DynamoDB stream -> Lambda: time from a write to the invocation that carries it.
     stream_latency_ms: tuple[int, int] = (100, 500)
     stream_batch_size: int = 100  # the construct's EDITOR_BATCH_SIZE
@@ -43,6 +51,10 @@ class Models:
     api_latency_ms: dict[str, tuple[int, int]] = field(
         default_factory=lambda: {"dynamodb": (3, 8), "sqs": (5, 15), "events": (20, 60)}
     )
+    # EventBridge's control-plane quota (DescribeRule, PutRule, EnableRule, DisableRule...): requests a
+    # second per account, one token bucket shared by every function, holding this much of it (0: none).
+    events_control_tps: int = 50
+    events_control_burst_ms: int = 1_000
     # Delay queue visibility timeout (construct: 6 x the consumer's 30 s timeout).
     delay_visibility_ms: int = 180_000
     # Lambda asynchronous invocation (the poller, from the rule): 2 retries, after 1 and 2 min.
@@ -53,10 +65,14 @@ class Models:
     cdk_period_ms: int = 14 * 60_000
     cdk_window_ms: int = 15 * 60_000
     cdk_query_limit_bytes: int = 1_048_576
-    # Client-side CPU of one AWS call at 1 vCPU (botocore: serialize, sign, parse), charged at the
-    # function's share of a vCPU and not shared by a parallel section (threads hold the GIL).
-    # 0 = no CPU model (every published figure so far); 0.6 is what was measured here.
-    client_cpu_ms_per_call: float = 0.0
+    # cdk-scheduler's client CPU: the Node SDK charged botocore's measured CPU per call times this
+    # (assumption; 0 = free, the reading most favourable to it), and its re-filter of the page after
+    # each chunk of 10, per row of the page at one vCPU (bench/measure_cdk_refilter.js).
+    cdk_sdk_cpu_scale: float = 1.0
+    cdk_refilter_us_per_row: float = 0.6
+    # Client CPU of each AWS call the handlers make, as measured per call type and size by
+    # bench/measure_client_cpu.py (punctual/bench/cpu.py), times this factor (0: no CPU model).
+    client_cpu_scale: float = 1.0
     # DynamoDB per-partition-key-value throughput (on for scenarios with throttling=True: firehose),
     # a token bucket holding this much of it; reads and writes are limited independently.
     ddb_partition_wcu_per_s: int = 1_000
@@ -93,15 +109,16 @@ SOURCES: dict[str, str] = {
     "minute granularity, so 0-60 s into the armed minute (uniform).",
     "rule_target_delay_ms": "Assumption: EventBridge -> Lambda async invoke start delay of tens of ms to ~1.5 s "
     "(not documented; EventBridge promises delivery 'within seconds' at best).",
-    "sqs_early_max_ms": "Assumption (conservative), not documented nor measured: AWS documents on-time "
-    "visibility only. SendMessage/SendMessageBatchRequestEntry DelaySeconds (SQS API reference, as in "
+    "sqs_early_max_ms": "Default 0: the documented model. AWS documents on-time visibility only. "
+    "SendMessage/SendMessageBatchRequestEntry DelaySeconds (SQS API reference, as in "
     "docs.aws.amazon.com/sdk-for-kotlin/api/latest/sqs/.../-send-message-request/delay-seconds.html): 'Messages "
     "with a positive DelaySeconds value become available for processing after the delay period is finished'; "
     "SQS Developer Guide, 'Amazon SQS delay queues' (docs.aws.amazon.com/AWSSimpleQueueService/latest/"
     "SQSDeveloperGuide/sqs-delay-queues.html): messages 'remain invisible to consumers for the duration of the "
     "delay period'. No precision is stated and no published measurement of early (or sub-second) visibility was "
-    "found (AWS docs, re:Post, GitHub issues searched). Up to 1 s early (uniform) stresses the never-early "
-    "invariant; `punctual bench --sqs-model on-time` (= 0) is the documented reading, `both` reports each.",
+    "found (AWS docs, re:Post, GitHub issues searched). `punctual bench --sqs-model early` is a marked stress "
+    "reading, an assumption with no source: up to 1 s early (uniform; EARLY_READING_MS, or this value when set "
+    "above 0), against the never-early invariant; `both` reports it beside the documented one.",
     "sqs_poll_latency_ms": "Lambda SQS event source: pollers long-poll continuously ('Lambda uses long polling "
     "to poll a queue'); pick-up latency of tens to a couple hundred ms observed in practice (assumption).",
     "cold_start_ms": "Lambda cold start for Python 3.12 arm64 with boto3 + pydantic (~300-800 ms INIT; "
@@ -113,6 +130,14 @@ SOURCES: dict[str, str] = {
     "300 more instances per minute'.",
     "esm_max_concurrency": "Same page: 'The maximum number of batches that an event source mapping can process "
     "simultaneously is 1,000'.",
+    "esm_idle_pollers": "Assumption, marked: Lambda's SQS event source keeps pollers long-polling the queue "
+    "while it is empty (Lambda docs, 'Using Lambda with Amazon SQS': 'Lambda polls the queue'; 'starts processing "
+    "five batches at a time with five concurrent invocations'), and those ReceiveMessage requests are billed "
+    "like any (SQS pricing: every API action is a request; empty receives included). The number of idle pollers "
+    "is not documented: 5 (the initial concurrency) is the default here, 2 the lowest seen reported; "
+    "0 switches the model off. Punctual's delay queue only (the delivery queue's consumers are the user's).",
+    "esm_idle_wait_s": "SQS long polling: at most 20 s per ReceiveMessage (SQS Developer Guide, 'Setting-up long "
+    "polling'); assumption: Lambda's pollers use the maximum, so each makes 3 receives a minute when idle.",
     "stream_latency_ms": "Lambda docs: 'Lambda polls shards in your DynamoDB stream for records at a base rate "
     "of 4 times per second'; plus stream propagation: ~100-500 ms (assumption).",
     "stream_shards": "DynamoDB Streams: a stream shard per table partition (Developer Guide, 'Change data capture "
@@ -124,18 +149,30 @@ SOURCES: dict[str, str] = {
     "shard'; order is kept per partition key. The construct sets 10 (EDITOR_PARALLELIZATION).",
     "api_latency_ms": "Assumption: in-region single-digit ms for DynamoDB ('single-digit millisecond "
     "performance'), ~10 ms for SQS, tens of ms for EventBridge control-plane calls.",
-    "client_cpu_ms_per_call": "Measured 2026-12-03 on this project's machine (one AMD EPYC core): botocore "
-    "SendMessageBatch of 10 ~300-byte events, 0.59 ms of CPU per call with the HTTP send stubbed out (no TLS, no "
-    "socket). Lambda allocates CPU in proportion to memory, one vCPU at 1,769 MB (Lambda docs, 'Configuring "
-    "function memory'), so a call costs this x 1769 / memory MB. Off (0) unless set.",
+    "client_cpu_scale": "Measured (bench/measure_client_cpu.py, rerun by anyone; the table and its conditions in "
+    "punctual/bench/client_cpu_table.py): time.process_time over 2,000 botocore calls per call type and size "
+    "against a local HTTPS server answering canned responses, clients configured as the functions'. Charged to "
+    "the invoking function at memory / 1,769 MB of a vCPU (Lambda docs, 'Configuring function memory': one vCPU "
+    "at 1,769 MB), never overlapped by a parallel section (the GIL). Assumption: Lambda's vCPU runs botocore as "
+    "fast as this machine's core. 1 = as measured, 0 = no CPU model (the figures before issue 29).",
     "async_retry_delays_ms": "Lambda docs, asynchronous invocation: on a function error 'Lambda retries the "
     "function two more times', waiting 1 minute, then 2 minutes (construct: retry_attempts=2).",
     "scheduler_fire_window_ms": "EventBridge Scheduler docs, 'Schedule types': 'All schedule types on EventBridge "
     "Scheduler invoke their targets with 60 second precision ... between 1:00:00 and 1:00:59' (flexible window "
     "OFF). We model the favourable reading: within 60 s after the schedule's time, never before it.",
-    "cdk_period_ms": "cdk-scheduler source: CRON_DELAY_IN_MINUTES = 14, Query 'sk BETWEEN :now AND :future' with "
-    ":future = now + 15 min, no pagination (DynamoDB returns at most 1 MB per Query), DelaySeconds = "
-    "floor((due - now)/1000), then DeleteItem; a stream handler sends rows due within 15 min the same way.",
+    "cdk_period_ms": "cdk-scheduler source (github guiyom-e/cdk-scheduler@f5eb62c, cdk-scheduler/lib/index.ts:18, "
+    "117): CRON_DELAY_IN_MINUTES = 14, Schedule.rate(14 minutes). Every other behaviour of its model, with file and "
+    "line, is in punctual/bench/cdk_scheduler.py and docs/benchmark.md.",
+    "cdk_window_ms": "cdk-scheduler source, lib/functions/helpers.ts:52-62 (:future = now + (14 + 1) min) and "
+    "extract.ts:37-44 (sk BETWEEN :now AND :future).",
+    "cdk_query_limit_bytes": "DynamoDB Query returns at most 1 MB per call; cdk-scheduler's extract.ts:37-44 reads "
+    "one page (no LastEvaluatedKey loop). Rows of ~64 B: ~16,384 a page.",
+    "cdk_sdk_cpu_scale": "Assumption: the Node SDKs (aws-sdk v2 for SQS, @aws-sdk/client-dynamodb v3) cost the "
+    "client CPU botocore costs per call (client_cpu_scale's table), at 128 MB (index.ts: no memorySize). Not "
+    "measured for Node; 0 (free) is the reading most favourable to cdk-scheduler and is shown beside.",
+    "cdk_refilter_us_per_row": "Measured: node bench/measure_cdk_refilter.js (v20, this machine, 0.59-0.60 us per "
+    "row): the re-filter of send.ts:72-79 (records.filter(r => successfulIds.includes(extractIdForSQS(r)))), run "
+    "after each chunk of 10 over the whole page; charged at 128 MB's share of a vCPU.",
     "ddb_partition_wcu_per_s": "DynamoDB Developer Guide, 'Troubleshooting throttling for on-demand mode' "
     "(docs.aws.amazon.com/amazondynamodb/latest/developerguide/TroubleshootingThrottlingOnDemand.html) and "
     "'Understanding DynamoDB warm throughput' (warm-throughput-scenarios.html): 'each individual partition is "
@@ -159,6 +196,15 @@ SOURCES: dict[str, str] = {
     "ProvisionedThroughputExceededException. The bench's producer keeps retrying at the last delay after the "
     "SDK's attempts (an application retrying what the SDK raised), so no task is dropped; "
     "user_puts_past_sdk_attempts counts the puts that would have raised to the producer.",
+    "events_control_tps": "CloudWatch Events quotas (docs.aws.amazon.com/AmazonCloudWatch/latest/events/"
+    "cloudwatch_limits_cwe.html): 'API requests: Up to 50 requests per second for all CloudWatch Events API "
+    "operations except PutEvents'; EventBridge quotas: all other API requests are limited to 50 requests per "
+    "second by default (adjustable). Over it EventBridge answers ThrottlingException; the handlers' retry policy "
+    "(punctual.core.retry: 6 attempts, full-jitter backoff from 50 ms) backs off. Modelled as one bucket for the "
+    "account, shared by every control-plane API (the stricter reading of 'for all ... operations'; per-API "
+    "buckets would be more lenient), counted as events_throttled:<fn>:<Op>.",
+    "events_control_burst_ms": "Assumption: the bucket holds 1 s of the quota (50 requests); AWS documents the "
+    "rate, not the burst.",
     "delay_visibility_ms": "Construct: DELAY_QUEUE_VISIBILITY = 6 x CONSUMER_TIMEOUT (AWS guidance for SQS "
     "event sources).",
 }

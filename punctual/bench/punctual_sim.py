@@ -37,7 +37,10 @@ from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 from punctual.event_sources import Invoke, QueueSource, RuleSource, StreamSource, lane_of
 from punctual.lambda_events import InjectedCrash, stream_record
 
+from .billing import IDLE_RECEIVE_API, idle_receives
 from .capacity import PartitionCapacity, get_read_units, is_throttled, query_read_units
+from .control_plane import ControlPlaneQuota, throttling_error
+from .cpu import request_cpu_ms, response_cpu_ms, whole_ms
 from .engine import Engine, Process, SimClock
 from .models import Models
 from .scenarios import Scenario
@@ -53,8 +56,8 @@ REGION = "us-east-1"
 EPOCH_MS = 1_798_761_600_000  # 2027-01-01T00:00:00Z: virtual time starts here
 WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 THROTTLED_PREFIX = "ddb_throttled:"  # counters of requests refused over a partition's limit
+EVENTS_THROTTLED_PREFIX = "events_throttled:"  # counters of rule calls refused over the account's quota
 MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's sizes
-VCPU_MB = 1769  # Lambda: one vCPU at 1,769 MB, CPU in proportion to memory
 
 
 @dataclass
@@ -136,6 +139,7 @@ class PunctualSim:
         self.faults_on = scenario.faults
         self.result.partition_limits = scenario.throttling
         self.running: Counter = Counter()  # invocations in progress, per function
+        self.events_quota = ControlPlaneQuota(models.events_control_tps, models.events_control_burst_ms)
         self._event_sources()
 
     # ---------------------------------------------------------------- Lambda's event sources
@@ -365,10 +369,14 @@ class PunctualSim:
                 # A call inside a parallel section (punctual.core.parallel, run in order here)
                 # overlaps with lanes() - 1 others: it costs that share of its latency.
                 ms = max(1, ms // lanes())
-                # client CPU: the function's share of a vCPU, never overlapped (the GIL)
-                ms += round(self.m.client_cpu_ms_per_call * VCPU_MB / MEMORY_MB.get(self._actor("?"), 128))
+                # its client CPU does not overlap (the GIL): charged in full (punctual.bench.cpu)
+                ms += self._cpu_ms(proc, request_cpu_ms(f"{svc}.{model.name}", context.get("bench_params") or {},
+                                                        self._memory_mb(), self.m.client_cpu_scale))
                 self.engine.advance(self.engine.now + ms)
                 self._sync_time()
+            if svc == "events" and not self.events_quota.admit(model.name, self.engine.now):
+                self.result.counters[f"{EVENTS_THROTTLED_PREFIX}{self._actor('?')}:{model.name}"] += 1
+                raise throttling_error(model.name)
             if self.faults_on and self.fault_rng.random() < self.m.fault_call_failure_rate:
                 from botocore.exceptions import ClientError
 
@@ -392,6 +400,13 @@ class PunctualSim:
                 self._observe_sqs(op, params, parsed)
             elif svc == "events" and ok:
                 self._observe_rule(op, params)
+            proc = self.engine.current
+            if handler and proc is not None and ok:  # parsing the response's rows (punctual.bench.cpu)
+                cpu = self._cpu_ms(proc, response_cpu_ms(f"{svc}.{op}", parsed, self._memory_mb(),
+                                                         self.m.client_cpu_scale))
+                if cpu:
+                    self.engine.advance(self.engine.now + cpu)
+                    self._sync_time()
             if handler and self.faults_on and self.engine.current is not None:
                 if self.fault_rng.random() < self.m.fault_crash_rate:
                     self.result.counters["injected_crashes"] += 1
@@ -400,6 +415,18 @@ class PunctualSim:
         ev.register(f"provide-client-params.{svc}", params_hook)
         ev.register(f"before-call.{svc}", before)
         ev.register(f"after-call.{svc}", after)
+
+    def _memory_mb(self) -> int:
+        return MEMORY_MB.get(self._actor("?"), 128)
+
+    def _cpu_ms(self, proc: Process, ms: float) -> int:
+        """The whole ms of client CPU ``proc`` spends now (the fraction is carried to its next call),
+        counted per function in µs (counter ``client_cpu_us:<fn>``)."""
+        if ms <= 0:
+            return 0
+        self.result.counters[f"client_cpu_us:{proc.info.get('fn', '?')}"] += round(ms * 1000)
+        whole, proc.info["cpu_carry"] = whole_ms(proc.info.get("cpu_carry", 0.0), ms)
+        return whole
 
     def _account_ddb(self, op: str, params: dict[str, Any], parsed: dict[str, Any]) -> None:
         r = self.result
@@ -584,6 +611,9 @@ class PunctualSim:
                     setattr(obj, name, old)
         self.result.log_bytes = sink.bytes
         self.result.counters["engine_events"] = self.engine.events_run
+        # Lambda's SQS event source long-polls the idle delay queue: billed receives (punctual.bench.billing)
+        self.result.requests[("lambda-sqs-poller", IDLE_RECEIVE_API)] = idle_receives(
+            self.sc.horizon_ms, self.m.esm_idle_pollers, self.m.esm_idle_wait_s)
         self.result.wall_s = _real_elapsed(wall)
         return self.result
 

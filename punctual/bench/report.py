@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import prices as P
-from .punctual_sim import MEMORY_MB, THROTTLED_PREFIX, RunResult
+from .billing import IDLE_RECEIVE_API, platform_log_bytes
+from .punctual_sim import EVENTS_THROTTLED_PREFIX, MEMORY_MB, THROTTLED_PREFIX, RunResult
 
 DAY_MS = 86_400_000
 BILLED_SERVICES = ("dynamodb", "sqs")
@@ -33,12 +34,14 @@ class Summary:
     usd_per_million: float
     cost_parts: dict[str, float]
     wall_s: float
-    # The SQS delay-timer model the run used (run.sqs_model_label): "early" or "on-time".
-    sqs_model: str = "early"
+    # The SQS delay-timer model the run used (run.sqs_model_label): "on-time" (documented) or "early".
+    sqs_model: str = "on-time"
     # DynamoDB requests refused over a partition's limit (all actors, the producer's puts included)
     # and the producer's puts refused at least once; None when the run does not model the limits.
     throttled_requests: int | None = None
     throttled_user_puts: int | None = None
+    # EventBridge control-plane calls refused over the account's quota (punctual.bench.control_plane).
+    events_throttled: int = 0
 
 
 def _pct(values: list[int], q: float) -> float | None:
@@ -74,17 +77,21 @@ def summarize(r: RunResult) -> Summary:
         g = max(1, inv.duration_ms) / 1000 * mem / 1024
         gb_s += g
         by_fn[inv.fn] += g * P.LAMBDA_GB_S_ARM64 + P.LAMBDA_REQUEST
+    platform_logs = sum(platform_log_bytes(MEMORY_MB.get(inv.fn, 128), inv.duration_ms, inv.cold)
+                        for inv in r.invocations)  # Lambda's START / END / REPORT lines
     parts = {
         "DynamoDB": r.ddb_wru * P.DDB_WRU + r.ddb_rru * P.DDB_RRU,
         "SQS": sqs_requests * P.SQS_REQUEST,
         "Lambda": len(r.invocations) * P.LAMBDA_REQUEST + gb_s * P.LAMBDA_GB_S_ARM64,
-        "Logs": r.log_bytes / 1e9 * P.LOGS_PER_GB,
+        "Logs": (r.log_bytes + platform_logs) / 1e9 * P.LOGS_PER_GB,
         "Scheduler": r.counters.get("scheduled_invocations", 0) * P.SCHEDULER_INVOCATION,
     }
     per_million = {k: v / n * 1e6 for k, v in parts.items()}
     throttled = sum(v for k, v in r.counters.items() if k.startswith(THROTTLED_PREFIX))
     for fn, usd in by_fn.items():
         per_million[f"(Lambda {fn})"] = usd / n * 1e6
+    per_million["(Logs: Lambda's own lines)"] = platform_logs / 1e9 * P.LOGS_PER_GB / n * 1e6
+    per_million["(SQS: idle receives)"] = billed.get(IDLE_RECEIVE_API, 0) * P.SQS_REQUEST / n * 1e6
     return Summary(
         r.strategy, r.scenario, r.n, len(r.deliveries), r.n - len(r.deliveries), early, dups,
         _pct(late, 0.5), _pct(late, 0.9), _pct(late, 0.99), float(late[-1]) if late else None,
@@ -93,6 +100,7 @@ def summarize(r: RunResult) -> Summary:
         sum(v for k, v in per_million.items() if not k.startswith("(")), per_million, r.wall_s,
         throttled_requests=throttled if r.partition_limits else None,
         throttled_user_puts=r.counters.get("user_puts_throttled", 0) if r.partition_limits else None,
+        events_throttled=sum(v for k, v in r.counters.items() if k.startswith(EVENTS_THROTTLED_PREFIX)),
     )
 
 
@@ -107,8 +115,8 @@ def _ms(v: float | None) -> str:
 
 
 def _shows_sqs_model(summaries: list[Summary]) -> bool:
-    """The tables name the SQS model only when a run used one other than the default."""
-    return any(s.sqs_model != "early" for s in summaries)
+    """The tables name the SQS model only when a run used one other than the default (on-time)."""
+    return any(s.sqs_model != "on-time" for s in summaries)
 
 
 def _model_cell(s: Summary, shown: bool) -> str:
@@ -146,13 +154,15 @@ def _int_ms(v: float | None) -> int | None:
 
 
 def strategy_figures(s: Summary) -> dict[str, int | float | None]:
-    """One strategy's figures for ``punctual bench --json`` (lateness in whole ms, null when
-    nothing was delivered); ``throttled_requests`` and ``throttled_user_puts`` only for runs that
+    """One strategy's figures for ``punctual bench --json`` (lateness in whole ms, null when nothing
+    was delivered; ``events_throttled``: rule calls refused over EventBridge's quota);
+    ``throttled_requests`` and ``throttled_user_puts`` only for runs that
     model DynamoDB's partition limits (firehose)."""
     figures: dict[str, int | float | None] = {
         "delivered": s.delivered, "lost": s.lost, "early": s.early, "duplicates": s.duplicates,
         "p50_ms": _int_ms(s.p50), "p90_ms": _int_ms(s.p90), "p99_ms": _int_ms(s.p99), "max_ms": _int_ms(s.max),
         "usd_per_million": round(s.usd_per_million, 4), "requests_per_task": round(s.requests_per_task, 4),
+        "events_throttled": s.events_throttled,
     }
     if s.throttled_requests is not None:
         figures.update(throttled_requests=s.throttled_requests, throttled_user_puts=s.throttled_user_puts)
@@ -163,17 +173,17 @@ def _strategies(summaries: list[Summary], scenario: str) -> dict[str, dict[str, 
     return {s.strategy: strategy_figures(s) for s in summaries if s.scenario == scenario}
 
 
-def machine_summary(summaries: list[Summary], on_time: list[Summary] | None = None) -> dict | list[dict]:
+def machine_summary(summaries: list[Summary], early: list[Summary] | None = None) -> dict | list[dict]:
     """The ``--json`` document: per scenario (in the order of ``summaries``) ``{"scenario", "tasks", "sqs_model",
-    "strategies": {strategy: figures}}``, plus ``"on_time": {strategy: figures}`` when the same
-    run was repeated under the on-time SQS model. One object for one scenario, else a list."""
+    "strategies": {strategy: figures}}``, plus ``"early": {strategy: figures}`` when the same run was
+    repeated under the early SQS reading (the stress assumption). One object for one scenario, else a list."""
     objects: list[dict] = []
     for scenario in dict.fromkeys(s.scenario for s in summaries):
         first = next(s for s in summaries if s.scenario == scenario)
         obj: dict = {"scenario": scenario, "tasks": first.n, "sqs_model": first.sqs_model,
                      "strategies": _strategies(summaries, scenario)}
-        if on_time is not None:
-            obj["on_time"] = _strategies(on_time, scenario)
+        if early is not None:
+            obj["early"] = _strategies(early, scenario)
         objects.append(obj)
     return objects[0] if len(objects) == 1 else objects
 

@@ -1,4 +1,5 @@
-"""``punctual bench``: run scenarios, write bench/results/ (markdown table, JSON, PNG plots)."""
+"""``punctual bench``: run scenarios, write their results (markdown table, JSON, PNG plots) to ``--out``, to
+a new temporary directory by default, or to the repository's bench/results/ with ``--publish``."""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ import argparse
 import importlib.util
 import json
 import os
+import tempfile
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
 from . import prices
-from .alternatives import cdk_scheduler, eventbridge_scheduler
-from .models import SOURCES, Models
+from .alternatives import eventbridge_scheduler
+from .cdk_scheduler import cdk_scheduler
+from .models import EARLY_READING_MS, SOURCES, Models
 from .punctual_sim import PunctualSim, RunResult
 from .report import Summary, api_table, machine_summary, plots, summarize, table
 from .scenarios import DEFAULT_NAMES, NAMES, build
@@ -31,11 +34,12 @@ EXPERIMENTS: dict[str, dict[str, int]] = {
     "punctual-per-row": {"group_span_ms": 0},
 }
 FAULT_RATES: dict[str, Any] = {"fault_call_failure_rate": 0.01, "fault_crash_rate": 0.002}
-# SQS delay timers: "early" lets a delayed message become visible up to sqs_early_max_ms before
-# DelaySeconds elapse (the default, conservative), "on-time" never before (what AWS documents),
-# "both" runs every strategy under each (see SOURCES["sqs_early_max_ms"]).
-SQS_MODELS = ("early", "on-time", "both")
+# SQS delay timers: "on-time" (what AWS documents: visible when DelaySeconds elapse, the default),
+# "early" (a stress reading, an assumption: up to EARLY_READING_MS before), "both" runs every strategy
+# under each, the documented one first (see SOURCES["sqs_early_max_ms"]).
+SQS_MODELS = ("on-time", "early", "both")
 EXTRA = "pip install 'punctual-aws[bench]'"  # the packages a run needs beyond the wheel's own
+PUBLISHED = "bench/results"  # the repository's published results: written only with --publish
 
 
 def missing_modules(backend: str, plots: bool) -> list[str]:
@@ -64,19 +68,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shards", type=int, default=None,
                    help="Punctual's shards (Settings.shards; tasks spread over that many partitions by id, "
                         "docs/architecture.md \"Shards\"); the same as --setting shards=N")
-    p.add_argument("--out", default="bench/results", help="output directory (default: bench/results)")
+    p.add_argument("--out", default=None,
+                   help="output directory (default: a new temporary directory, printed; see --publish)")
+    p.add_argument("--publish", action="store_true",
+                   help=f"write into {PUBLISHED} (the repository's published results; run from its root)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--backend", choices=("moto", "fake"), default="moto",
                    help="AWS for the real handlers: moto via boto3 (default) or the in-memory fake "
                         "(punctual/bench/fastaws.py: no botocore/moto, ~10x faster; for 100,000-task runs)")
-    p.add_argument("--sqs-model", choices=SQS_MODELS, default="early",
-                   help="SQS delay timers: early = visible up to sqs_early_max_ms before DelaySeconds elapse "
-                        "(default), on-time = never before (sets sqs_early_max_ms=0), both = run each and "
-                        "report them side by side")
+    p.add_argument("--sqs-model", choices=SQS_MODELS, default=None,
+                   help="SQS delay timers: on-time = visible when DelaySeconds elapse, as AWS documents (the "
+                        "default: sqs_early_max_ms=0); early = the stress reading, visible up to 1 s before (or "
+                        "sqs_early_max_ms when set); both = run each, the documented one first, side by side")
     p.add_argument("--json", metavar="FILE", default=None,
                    help="also write a machine-readable summary (one object per scenario; a list when several)")
     p.add_argument("--combine", action="store_true",
-                   help="only rebuild results.md from the results-*.json of earlier partial runs in --out")
+                   help="only rebuild results.md from the results-*.json of earlier partial runs in --out "
+                        "(or bench/results with --publish)")
 
 
 def settings_overrides(pairs: list[str]) -> dict[str, int]:
@@ -133,20 +141,16 @@ def sqs_model_label(models: Models) -> str:
     return "early" if models.sqs_early_max_ms > 0 else "on-time"
 
 
-def sqs_models(choice: str, models: Models) -> list[Models]:
-    """The model sets a run uses, the default (or only) one first."""
+def sqs_models(choice: str | None, models: Models) -> list[Models]:
+    """The model sets a run uses, the default (or only) one first. ``None``: the models as given (the
+    documented on-time model unless ``--set sqs_early_max_ms`` says otherwise)."""
     on_time = replace(models, sqs_early_max_ms=0)
-    if choice == "on-time":
-        return [on_time]
-    if choice == "both":
-        if models.sqs_early_max_ms <= 0:
-            raise SystemExit("--sqs-model both needs sqs_early_max_ms > 0 (it is the early model's bound)")
-        return [models, on_time]
-    return [models]
+    early = replace(models, sqs_early_max_ms=models.sqs_early_max_ms or EARLY_READING_MS)
+    return {None: [models], "on-time": [on_time], "early": [early], "both": [on_time, early]}[choice]
 
 
 def _command(args: argparse.Namespace) -> str:
-    backend, sqs_model = getattr(args, "backend", "moto"), getattr(args, "sqs_model", "early")
+    backend, sqs_model = getattr(args, "backend", "moto"), getattr(args, "sqs_model", None)
     return ("punctual bench" + (" --quick" if args.quick else "") + f" --seed {args.seed}"
             + "".join(f" --scenario {n}" for n in (args.scenario or []))
             + (f" --tasks {args.tasks}" if args.tasks else "")
@@ -154,7 +158,7 @@ def _command(args: argparse.Namespace) -> str:
             + (f" --shards {args.shards}" if getattr(args, "shards", None) else "")
             + "".join(f" --strategy {st}" for st in (args.strategy or []))
             + (f" --backend {backend}" if backend != "moto" else "")
-            + (f" --sqs-model {sqs_model}" if sqs_model != "early" else "")
+            + (f" --sqs-model {sqs_model}" if sqs_model else "")
             + "".join(f" --set {kv}" for kv in args.set)
             + "".join(f" --setting {kv}" for kv in getattr(args, "setting", [])))
 
@@ -169,7 +173,8 @@ def _summary_order(s: Summary) -> tuple[int, int]:
 def _model_note(model_list: list[Models]) -> str:
     if len(model_list) == 1:
         return ""
-    return "\n- SQS model: rows marked `on-time` ran with `sqs_early_max_ms` = 0, the others as above."
+    return (f"\n- SQS model: rows marked `on-time` ran with `sqs_early_max_ms` = 0 (the documented model), rows "
+            f"marked `early` with {model_list[-1].sqs_early_max_ms} (the stress reading, an assumption).")
 
 
 def _run_all(args: argparse.Namespace, model_list: list[Models]) -> tuple[list[RunResult], list[Summary]]:
@@ -195,7 +200,7 @@ def _run_all(args: argparse.Namespace, model_list: list[Models]) -> tuple[list[R
 
 
 def _report(cmd: str, results: list[RunResult], summaries: list[Summary], model_list: list[Models]) -> str:
-    tag = len(model_list) > 1 or sqs_model_label(model_list[0]) != "early"
+    tag = len(model_list) > 1 or sqs_model_label(model_list[0]) != "on-time"
     return "\n\n".join([
         f"# Benchmark results\n\nCommand: `{cmd}`  \nPrices: {prices.PRICES_REGION} on-demand, "
         f"written down {prices.PRICES_DATE} (punctual/bench/prices.py).",
@@ -213,20 +218,37 @@ def _report(cmd: str, results: list[RunResult], summaries: list[Summary], model_
     ])
 
 
+def output_dir(args: argparse.Namespace) -> Path:
+    """``--out``, or bench/results with ``--publish``, or a new temporary directory (printed): a run writes
+    into the repository only when asked."""
+    out, publish = getattr(args, "out", None), getattr(args, "publish", False)
+    if out and publish:
+        raise SystemExit("--out and --publish: choose one")
+    if publish:
+        return Path(PUBLISHED)
+    if out:
+        return Path(out)
+    if args.combine:
+        raise SystemExit("--combine needs --out DIR (or --publish)")
+    path = Path(tempfile.mkdtemp(prefix="punctual-bench-"))
+    print(f"output: {path} (--out DIR to choose, --publish for {PUBLISHED})", flush=True)
+    return path
+
+
 def main(args: argparse.Namespace) -> int:
     os.environ.setdefault("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
     for k, v in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench"),
                  ("AWS_DEFAULT_REGION", "us-east-1")):
         os.environ.setdefault(k, v)
     os.environ.pop("AWS_ENDPOINT_URL", None)
-    out_dir = Path(args.out)
+    out_dir = output_dir(args)
     if args.combine:
         return combine(out_dir)
     missing = missing_modules(getattr(args, "backend", "moto"), plots=not args.no_plots)
     if missing:  # before minutes of running, not after
         hint = " (or pass --no-plots)" if missing == ["matplotlib"] else ""
         raise SystemExit(f"punctual bench needs {', '.join(missing)}: {EXTRA}{hint}")
-    model_list = sqs_models(getattr(args, "sqs_model", "early"), Models().with_overrides(args.set))
+    model_list = sqs_models(getattr(args, "sqs_model", None), Models().with_overrides(args.set))
     out_dir.mkdir(parents=True, exist_ok=True)
     results, summaries = _run_all(args, model_list)
     cmd = _command(args)
@@ -248,11 +270,18 @@ def main(args: argparse.Namespace) -> int:
 
 
 def write_machine_summary(path: Path, summaries: list[Summary], labels: list[str]) -> None:
-    """``--json``: the first model's figures; under ``--sqs-model both`` the on-time ones in "on_time"."""
+    """``--json``: the first model's figures; under ``--sqs-model both`` the early reading's in "early"."""
     first = [s for s in summaries if s.sqs_model == labels[0]]
-    on_time = [s for s in summaries if s.sqs_model == "on-time"] if len(labels) > 1 else None
+    early = [s for s in summaries if s.sqs_model == "early"] if len(labels) > 1 else None
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(machine_summary(first, on_time), indent=1) + "\n")
+    path.write_text(json.dumps(machine_summary(first, early), indent=1) + "\n")
+
+
+def _reading_note(summaries: list[Summary]) -> str:
+    if all(s.sqs_model == "on-time" for s in summaries):
+        return ""
+    return ("  \nSQS model: `on-time` is what AWS documents (the default); `early` (delayed messages visible up to "
+            "1 s before their delay ends) is a stress reading, an assumption with no source.")
 
 
 def combine(out_dir: Path) -> int:
@@ -265,7 +294,8 @@ def combine(out_dir: Path) -> int:
     summaries.sort(key=_summary_order)
     text = "\n\n".join([
         "# Benchmark results\n\nCommands: " + "; ".join(f"`{c}`" for c in commands)
-        + f"  \nPrices: {prices.PRICES_REGION} on-demand, written down {prices.PRICES_DATE}.",
+        + f"  \nPrices: {prices.PRICES_REGION} on-demand, written down {prices.PRICES_DATE}."
+        + _reading_note(summaries),
         table(summaries),
         "## Requests and cost by API\n\n" + api_table(summaries),
         "## Run times (wall clock)\n\n" + "\n".join(

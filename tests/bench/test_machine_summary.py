@@ -18,13 +18,14 @@ def test_one_scenario_gives_one_object_in_the_issue_shape():
     doc = machine_summary([_summary("punctual"), _summary("cdk-scheduler", early=1_000, p50=-900.2)])
 
     assert doc == {
-        "scenario": "burst", "tasks": 1_000, "sqs_model": "early",
+        "scenario": "burst", "tasks": 1_000, "sqs_model": "on-time",
         "strategies": {
             "punctual": {"delivered": 998, "lost": 2, "early": 0, "duplicates": 3, "p50_ms": 12, "p90_ms": 81,
-                         "p99_ms": 640, "max_ms": 1_234, "usd_per_million": 1.2346, "requests_per_task": 2.9877},
+                         "p99_ms": 640, "max_ms": 1_234, "usd_per_million": 1.2346, "requests_per_task": 2.9877,
+                         "events_throttled": 0},
             "cdk-scheduler": {"delivered": 998, "lost": 2, "early": 1_000, "duplicates": 3, "p50_ms": -900,
                               "p90_ms": 81, "p99_ms": 640, "max_ms": 1_234, "usd_per_million": 1.2346,
-                              "requests_per_task": 2.9877},
+                              "requests_per_task": 2.9877, "events_throttled": 0},
         },
     }
     assert json.loads(json.dumps(doc)) == doc
@@ -45,13 +46,12 @@ def test_several_scenarios_give_a_list_in_the_order_of_the_summaries():
         ("steady", 400, ["eventbridge-scheduler", "punctual"]), ("burst", 1_000, ["punctual"])]
 
 
-def test_the_on_time_model_goes_under_on_time_with_the_same_strategies_map():
-    early = [_summary("punctual", early=5), _summary("cdk-scheduler", early=900)]
-    on_time = [_summary("punctual", early=0, sqs_model="on-time"),
-               _summary("cdk-scheduler", early=700, sqs_model="on-time")]
-    doc = machine_summary(early, on_time)
-    assert doc["sqs_model"] == "early"
-    assert {k: v["early"] for k, v in doc["strategies"].items()} == {"punctual": 5, "cdk-scheduler": 900}
-    assert {k: v["early"] for k, v in doc["on_time"].items()} == {"punctual": 0, "cdk-scheduler": 700}
-    assert doc["on_time"]["punctual"].keys() == doc["strategies"]["punctual"].keys()
-    assert "on_time" not in machine_summary(early)
+def test_the_early_reading_goes_under_early_with_the_same_strategies_map():
+    on_time = [_summary("punctual", early=0), _summary("cdk-scheduler", early=700)]
+    early = [_summary("punctual", early=5, sqs_model="early"), _summary("cdk-scheduler", early=900, sqs_model="early")]
+    doc = machine_summary(on_time, early)
+    assert doc["sqs_model"] == "on-time"
+    assert {k: v["early"] for k, v in doc["strategies"].items()} == {"punctual": 0, "cdk-scheduler": 700}
+    assert {k: v["early"] for k, v in doc["early"].items()} == {"punctual": 5, "cdk-scheduler": 900}
+    assert doc["early"]["punctual"].keys() == doc["strategies"]["punctual"].keys()
+    assert "early" not in machine_summary(on_time)

@@ -19,7 +19,7 @@ def test_integer_settings_are_parsed_and_anything_else_refused():
 def test_an_override_reaches_the_simulated_handlers():
     """wake_early_ms=0 ceils DelaySeconds to the due time itself: with on-time SQS nothing is
     visible before due, so (quick steady, seed 1) the median lateness is hundreds of ms."""
-    on_time = Models(sqs_early_max_ms=0)
+    on_time = Models()  # the documented on-time model
     base, zero = (run_scenario("steady", seed=1, quick=True, models=on_time, strategies=("punctual",),
                                backend="fake", settings=over)[0] for over in ({}, {"wake_early_ms": 0}))
     late = [sorted(min(t) - r.dues[i] for i, t in r.deliveries.items()) for r in (base, zero)]

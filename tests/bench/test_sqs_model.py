@@ -1,5 +1,6 @@
-"""``punctual bench --sqs-model {early,on-time,both}``: which SQS delay-timer model each run uses,
-and how the tables and ``--json`` report both side by side."""
+"""``punctual bench --sqs-model {on-time,early,both}``: which SQS delay-timer model each run uses (the
+documented on-time one by default, the early stress reading when asked), and how the tables and
+``--json`` report both side by side."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from punctual.bench import run as bench_run
-from punctual.bench.models import Models
+from punctual.bench.models import EARLY_READING_MS, Models
 from punctual.bench.punctual_sim import RunResult
 
 
@@ -37,36 +38,41 @@ def recorded(monkeypatch):
 
 
 def test_the_models_of_each_choice_keep_the_other_overrides():
-    base = Models().with_overrides(["cold_start_ms=0,0", "sqs_early_max_ms=250"])
-    assert bench_run.sqs_models("early", base) == [base]
+    base = Models().with_overrides(["cold_start_ms=0,0"])
+    assert base.sqs_early_max_ms == 0  # the documented model is the default
+    assert bench_run.sqs_models(None, base) == [base]
     (on_time,) = bench_run.sqs_models("on-time", base)
-    assert on_time == replace(base, sqs_early_max_ms=0) and on_time.cold_start_ms == (0, 0)
-    assert bench_run.sqs_models("both", base) == [base, on_time]
-    assert [bench_run.sqs_model_label(m) for m in bench_run.sqs_models("both", base)] == ["early", "on-time"]
-    with pytest.raises(SystemExit):
-        bench_run.sqs_models("both", replace(base, sqs_early_max_ms=0))
+    assert on_time == base and on_time.cold_start_ms == (0, 0)
+    (early,) = bench_run.sqs_models("early", base)
+    assert early == replace(base, sqs_early_max_ms=EARLY_READING_MS) and early.cold_start_ms == (0, 0)
+    assert bench_run.sqs_models("both", base) == [on_time, early]
+    assert [bench_run.sqs_model_label(m) for m in bench_run.sqs_models("both", base)] == ["on-time", "early"]
+    # --set sqs_early_max_ms sets the early reading's bound; on-time is 0 whatever it says
+    bound = replace(base, sqs_early_max_ms=250)
+    assert [m.sqs_early_max_ms for m in bench_run.sqs_models("both", bound)] == [0, 250]
+    assert [m.sqs_early_max_ms for m in bench_run.sqs_models(None, bound)] == [250]
 
 
-def test_default_is_todays_early_model_and_the_tables_stay_as_they_were(tmp_path, recorded):
+def test_default_is_the_documented_on_time_model_and_the_tables_stay_as_they_were(tmp_path, recorded):
     assert bench_run.main(_args(tmp_path, "--strategy", "punctual")) == 0
 
-    assert [m.sqs_early_max_ms for m in recorded] == [Models().sqs_early_max_ms]
+    assert [m.sqs_early_max_ms for m in recorded] == [0]
     doc = json.loads((tmp_path / "summary.json").read_text())
-    assert doc["sqs_model"] == "early" and "on_time" not in doc
-    assert doc["strategies"]["punctual"]["early"] == 1
+    assert doc["sqs_model"] == "on-time" and "early" not in doc
+    assert doc["strategies"]["punctual"]["early"] == 0
     md = (tmp_path / "results-burst.md").read_text()
     assert "| SQS model |" not in md
     assert "Command: `punctual bench --quick --seed 1 --scenario burst --strategy punctual`" in md
 
 
-def test_on_time_sets_the_early_bound_to_zero(tmp_path, recorded):
-    assert bench_run.main(_args(tmp_path, "--strategy", "punctual", "--sqs-model", "on-time")) == 0
+def test_early_is_the_stress_reading_and_is_marked_in_the_tables(tmp_path, recorded):
+    assert bench_run.main(_args(tmp_path, "--strategy", "punctual", "--sqs-model", "early")) == 0
 
-    assert [m.sqs_early_max_ms for m in recorded] == [0]
+    assert [m.sqs_early_max_ms for m in recorded] == [EARLY_READING_MS]
     doc = json.loads((tmp_path / "summary.json").read_text())
-    assert doc["sqs_model"] == "on-time"
-    assert doc["strategies"]["punctual"]["early"] == 0
-    assert "| burst | punctual | on-time |" in (tmp_path / "results-burst.md").read_text()
+    assert doc["sqs_model"] == "early"
+    assert doc["strategies"]["punctual"]["early"] == 1
+    assert "| burst | punctual | early |" in (tmp_path / "results-burst.md").read_text()
 
 
 def test_both_runs_every_strategy_under_each_model_side_by_side(tmp_path, recorded):
@@ -74,18 +80,19 @@ def test_both_runs_every_strategy_under_each_model_side_by_side(tmp_path, record
                  "--set", "sqs_early_max_ms=250")
     assert bench_run.main(args) == 0
 
-    assert [m.sqs_early_max_ms for m in recorded] == [250, 0]  # --set still sets the early model's bound
+    assert [m.sqs_early_max_ms for m in recorded] == [0, 250]  # --set still sets the early reading's bound
     doc = json.loads((tmp_path / "summary.json").read_text())
-    assert doc["sqs_model"] == "early"
+    assert doc["sqs_model"] == "on-time"
     assert {k: (v["early"], v["p50_ms"]) for k, v in doc["strategies"].items()} == {
-        "punctual": (1, -250), "cdk-scheduler": (1, -250)}
-    assert {k: (v["early"], v["p50_ms"]) for k, v in doc["on_time"].items()} == {
         "punctual": (0, 0), "cdk-scheduler": (0, 0)}
+    assert {k: (v["early"], v["p50_ms"]) for k, v in doc["early"].items()} == {
+        "punctual": (1, -250), "cdk-scheduler": (1, -250)}
     md = (tmp_path / "results-burst.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("| burst |")][:4]
     assert [r.split(" | ")[1:3] for r in rows] == [
-        ["punctual", "early"], ["punctual", "on-time"], ["cdk-scheduler", "early"], ["cdk-scheduler", "on-time"]]
+        ["punctual", "on-time"], ["punctual", "early"], ["cdk-scheduler", "on-time"], ["cdk-scheduler", "early"]]
     assert "--sqs-model both --set sqs_early_max_ms=250`" in md
+    assert "the stress reading, an assumption" in md
 
 
 def test_the_on_time_model_reaches_the_simulated_sqs(tmp_path):
@@ -93,7 +100,7 @@ def test_the_on_time_model_reaches_the_simulated_sqs(tmp_path):
     early on its own; SQS early visibility adds up to another second, and the on-time model removes it."""
     assert bench_run.main(_args(tmp_path, "--strategy", "cdk-scheduler", "--sqs-model", "both")) == 0
     doc = json.loads((tmp_path / "summary.json").read_text())
-    early, on_time = doc["strategies"]["cdk-scheduler"], doc["on_time"]["cdk-scheduler"]
+    on_time, early = doc["strategies"]["cdk-scheduler"], doc["early"]["cdk-scheduler"]
     assert early["delivered"] == on_time["delivered"] == doc["tasks"] == 1_000
     assert early["p50_ms"] < on_time["p50_ms"] - 250
 
