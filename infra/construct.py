@@ -35,6 +35,7 @@ from punctual.core.cron import one_shot_cron
 from punctual.core.metrics_names import (
     DELIVERED,
     DROPPED,
+    FUNCTION_FAILURES,
     INSTANCE_DIMENSION,
     LATENESS_MS,
     ORPHANS_DEFERRED,
@@ -43,6 +44,15 @@ from punctual.core.metrics_names import (
     REJECTED_ROWS,
 )
 from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
+from punctual.deployment import (
+    CONSUMER_TIMEOUT_S,
+    DELAY_MAX_RECEIVE_COUNT,
+    DELAY_QUEUE_VISIBILITY_S,
+    EDITOR_RETRY_ATTEMPTS,
+    EDITOR_TIMEOUT_S,
+    POLLER_MAX_EVENT_AGE_S,
+    POLLER_RETRY_ATTEMPTS,
+)
 
 from .bundling import functions_code
 
@@ -67,19 +77,17 @@ EDITOR_HANDLER = "punctual.functions.editor.handler.handler"
 #   visibility timeout (6 x 30 s = 180 s) below the default orphan grace (300 s), so a
 #   message that failed once comes back before its row is taken for an orphan and resent.
 #   512 MB for a fast cold start, which is lateness.
-# - editor: a stream batch of up to 100 records, a few calls each: 60 s, 512 MB.
+# - editor: a stream batch of up to 100 records, a few calls each: 20 s (punctual/deployment.py), 512 MB.
 POLLER_TIMEOUT = Duration.minutes(5)
 POLLER_MEMORY_MB = 1024
-CONSUMER_TIMEOUT = Duration.seconds(30)
+POLLER_MAX_EVENT_AGE = Duration.seconds(POLLER_MAX_EVENT_AGE_S)
+CONSUMER_TIMEOUT = Duration.seconds(CONSUMER_TIMEOUT_S)
 CONSUMER_MEMORY_MB = 512
-EDITOR_TIMEOUT = Duration.seconds(60)
+EDITOR_TIMEOUT = Duration.seconds(EDITOR_TIMEOUT_S)
 EDITOR_MEMORY_MB = 512
-# AWS: an SQS event source's queue visibility timeout should be >= 6 x the function timeout.
-DELAY_QUEUE_VISIBILITY = Duration.seconds(CONSUMER_TIMEOUT.to_seconds() * 6)
-DELAY_MAX_RECEIVE_COUNT = 10
+DELAY_QUEUE_VISIBILITY = Duration.seconds(DELAY_QUEUE_VISIBILITY_S)
 DELIVERY_MAX_RECEIVE_COUNT = 5
 EDITOR_BATCH_SIZE = 100
-EDITOR_RETRY_ATTEMPTS = 10
 # Batches the stream mapping runs at once per stream shard (ParallelizationFactor, at most 10),
 # in order per partition key: with shards > 1 the shards' inserts are edited side by side
 # (editors already run concurrently with each other and with polls: docs/architecture.md).
@@ -91,9 +99,7 @@ DLQ_RETENTION = Duration.days(14)
 DEAD_LETTER_WHAT = {
     "DelayDeadLetterQueue": "pointers the consumer failed 10 times",
     "DeliveryDeadLetterQueue": "delivered events your consumers failed 5 times",
-    "StreamDeadLetterQueue": "stream batches the editor failed",
     "RuleDeadLetterQueue": "poller invocations EventBridge could not make",
-    "PollerFailureQueue": "polls that failed after Lambda's retries",
 }
 DELAY_RETENTION = Duration.days(4)  # pointers live <= 15 min + retries; a DLQ keeps the failures
 DELIVERY_RETENTION = Duration.days(14)  # consumers may be down for a long weekend
@@ -126,10 +132,11 @@ TABLE_STREAM_VIEW = dynamodb.StreamViewType.NEW_AND_OLD_IMAGES
 # poller: query_below/query_from, read_arm, claim/release/arm (UpdateItem), reject_row/delete (DeleteItem).
 # editor: get_row/read_arm (GetItem), claim/release/arm (UpdateItem), reject_row (DeleteItem).
 POLLER_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
-# Query: consistent read of a run's sk range at delivery time (store.rows_between);
-# BatchWriteItem: the rows after their events were sent (store.delete_rows); DeleteItem: a row
+# UpdateItem: the fence before a row's send, which reads it too (store.fence, unfence), and arming
+# a poll asked for (usecases/ensure_poll: the meta row); GetItem: the meta row read back
+# (arming.sync_rule); DeleteItem: a row after its send, under its fence (store.delete_fenced), or
 # after rejecting it (store.reject_row).
-CONSUMER_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem")
+CONSUMER_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 EDITOR_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 # DescribeRule: before relying on the rule (editor) or re-putting a minute that has begun
 # (arming.apply_rule), the code checks what the rule holds.
@@ -373,13 +380,11 @@ class Scheduler(Construct):
         self.delivery_queue: sqs.IQueue = delivery_queue
         # Invariant 3: a malformed row is moved here (reason + the row as DynamoDB JSON).
         self.rejected_queue = queue("RejectedQueue", retention_period=DLQ_RETENTION)
-        # Failed stream batches of the editor (Lambda writes the shard/sequence range here).
-        self.stream_dead_letter_queue = queue("StreamDeadLetterQueue", retention_period=DLQ_RETENTION)
         # Rule -> poller invocations that failed after every retry.
         self.rule_dead_letter_queue = queue("RuleDeadLetterQueue", retention_period=DLQ_RETENTION)
-        # Poller invocations that EventBridge delivered but that failed after Lambda's async retries
-        # (the OnFailure destination: the record names the request and the error).
-        self.poller_failure_queue = queue("PollerFailureQueue", retention_period=DLQ_RETENTION)
+        # The OnFailure destination of the poller's invocations and of the editor's stream is the
+        # delay queue: its consumer arms a poll for the rows behind a failure (docs/architecture.md,
+        # "When arming fails"), logs it and counts it (FunctionFailures, its alarm).
 
         # ---- the rule (name known before the rule exists: the poller's environment needs it,
         # while the rule's target needs the poller: a Ref would be a cycle) ------------------
@@ -430,8 +435,9 @@ class Scheduler(Construct):
             "Poller", POLLER_HANDLER, POLLER_TIMEOUT, POLLER_MEMORY_MB,
             "Punctual poller: sends a window of tasks to the delay queue and re-arms the rule",
             reserved_concurrent_executions=poller_reserved_concurrency,
-            retry_attempts=2,
-            on_failure=destinations.SqsDestination(self.poller_failure_queue),
+            retry_attempts=POLLER_RETRY_ATTEMPTS,
+            max_event_age=POLLER_MAX_EVENT_AGE,
+            on_failure=destinations.SqsDestination(self.delay_queue),
         )
         self.consumer_function = function(
             "Consumer", CONSUMER_HANDLER, CONSUMER_TIMEOUT, CONSUMER_MEMORY_MB,
@@ -479,7 +485,7 @@ class Scheduler(Construct):
                 bisect_batch_on_error=True,
                 retry_attempts=EDITOR_RETRY_ATTEMPTS,
                 report_batch_item_failures=True,
-                on_failure=sources.SqsDlq(self.stream_dead_letter_queue),
+                on_failure=sources.SqsDlq(self.delay_queue),
                 # Removals, the meta row and Punctual's own claims never invoke the editor
                 # (punctual/core/stream_filter.py).
                 filters=[lambda_.FilterCriteria.filter(pattern) for pattern in EDITOR_STREAM_FILTERS],
@@ -494,8 +500,10 @@ class Scheduler(Construct):
         self._allow(self.poller_function, BACKLOG_ACTIONS, [self.delay_queue.queue_arn])
 
         self._allow(self.consumer_function, CONSUMER_TABLE_ACTIONS, [table_arn])
+        # the delay queue: copies of pointers retried later, poll requests asked again
         self._allow(self.consumer_function, SEND_ACTIONS,
-                    [self.delivery_queue.queue_arn, self.rejected_queue.queue_arn])
+                    [self.delivery_queue.queue_arn, self.rejected_queue.queue_arn, self.delay_queue.queue_arn])
+        self._allow(self.consumer_function, RULE_ACTIONS, [rule_arn])  # arming a poll asked for
         # ChangeMessageVisibility on the delay queue (putting back an early message) is part of
         # what the SQS event source grants (Receive/Delete/ChangeMessageVisibility/GetQueueAttributes).
 
@@ -653,8 +661,7 @@ class Scheduler(Construct):
     @property
     def dead_letter_queues(self) -> list[sqs.IQueue]:
         """Every dead-letter queue this construct owns (a message there is a failure to look at)."""
-        dlqs: list[sqs.IQueue] = [self.delay_dead_letter_queue, self.stream_dead_letter_queue,
-                                  self.rule_dead_letter_queue, self.poller_failure_queue]
+        dlqs: list[sqs.IQueue] = [self.delay_dead_letter_queue, self.rule_dead_letter_queue]
         if self.dead_letter_queue is not None:
             dlqs.append(self.dead_letter_queue)
         return dlqs
@@ -708,6 +715,12 @@ class Scheduler(Construct):
     def metric_rejected_rows(self, *, period: Duration | None = None, **options) -> cloudwatch.Metric:
         """Rows rejected as malformed or undeliverable (sum by default), emitted by every function."""
         return self.metric(REJECTED_ROWS, period=period or METRIC_PERIOD, **options)
+
+    def metric_function_failures(self, *, period: Duration | None = None, **options) -> cloudwatch.Metric:
+        """Lambda failure notices the consumer received (sum by default): a poll whose attempts ran
+        out, a stream batch the editor's mapping gave up on. Emitted only when there is one: no data
+        means none."""
+        return self.metric(FUNCTION_FAILURES, period=period or METRIC_PERIOD, **options)
 
     def metric_delay_queue_age(self, **options) -> cloudwatch.Metric:
         """Age in seconds of the delay queue's oldest message. ``options``: ``cloudwatch.MetricOptions``
@@ -772,6 +785,9 @@ class Scheduler(Construct):
               f"{name}: p99 delivery lateness >= {lateness_threshold_ms} ms")
         alarm("RejectedRowsAlarm", self.metric_rejected_rows(), 1,
               f"{name}: rows rejected (see the rejected-rows queue for the reason and the row)")
+        alarm("FunctionFailuresAlarm", self.metric_function_failures(), 1,
+              f"{name}: a poll's attempts or a stream batch's retries ran out (the consumer armed a poll for "
+              "their rows; its 'poll wanted' log lines name them)")
         age_s = delay_age_threshold.to_seconds(integral=False)
         alarm("DelayQueueAgeAlarm", self.metric_delay_queue_age(), age_s,
               f"{name}: a pointer has been in the delay queue >= {age_s:g} s (pointers wait up to the window, "
@@ -820,8 +836,7 @@ class Scheduler(Construct):
             Validations.of(construct).acknowledge(Acknowledgment(id=rule, reason=reason))
 
         # (the delay and delivery DLQs are recognised as DLQs by cdk-nag: they are redrive targets)
-        for q in (self.rejected_queue, self.stream_dead_letter_queue, self.rule_dead_letter_queue,
-                  self.poller_failure_queue):
+        for q in (self.rejected_queue, self.rule_dead_letter_queue):
             ack(q, "AwsSolutions-SQS3",
                 "A dead-letter or rejected-rows queue (Lambda on-failure destination, EventBridge target DLQ, "
                 "Punctual's rejections): it is the end of the line and needs no DLQ of its own.")

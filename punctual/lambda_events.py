@@ -37,11 +37,6 @@ class InjectedCrash(BaseException):
 # Lambda's asynchronous invocation (the rule's target): on a function error it retries twice,
 # waiting 1 minute before the first retry and 2 minutes before the second.
 ASYNC_RETRY_DELAYS_MS: tuple[int, ...] = (60_000, 120_000)
-# The poller's asynchronous invocations are kept at most this long (the construct's
-# MaximumEventAgeInSeconds): an event that is still failing or throttled then goes to the OnFailure
-# destination, the delay queue, whose consumer arms the next poll (docs/architecture.md, "When
-# arming fails") instead of Lambda retrying a throttled event for up to 6 hours, up to 5 minutes apart.
-POLLER_MAX_EVENT_AGE_MS = 120_000
 
 
 def async_retry_delays(max_event_age_ms: int, delays_ms: tuple[int, ...] = ASYNC_RETRY_DELAYS_MS) -> tuple[int, ...]:

@@ -62,9 +62,14 @@ from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 from punctual.core.usecases.consume import consume
 from punctual.core.usecases.poll import poll
 from punctual.core.usecases.process_stream import process_stream
+from punctual.deployment import (
+    DELAY_MAX_RECEIVE_COUNT,
+    DELAY_QUEUE_VISIBILITY_S,
+    EDITOR_RETRY_ATTEMPTS,
+    POLLER_MAX_EVENT_AGE_S,
+)
 from punctual.event_sources import Done, QueueSource, Record, RuleSource, StreamSource
 from punctual.lambda_events import (
-    POLLER_MAX_EVENT_AGE_MS,
     InjectedCrash,
     armed_minute,
     async_failure_record,
@@ -82,13 +87,13 @@ except ImportError:  # pragma: no cover
 STEP_MS = 100
 RECEIVE_LATENCY_MS = 30
 FIRE_OFFSET_MS = 5_000
-# The delay queue as the construct sets it (infra/construct.py: DELAY_QUEUE_VISIBILITY, 6 x the
-# consumer's 30 s timeout; DELAY_MAX_RECEIVE_COUNT): a failed or crashed batch comes back after
-# 180 s, and a message received more than 10 times goes to the delay DLQ instead.
-VISIBILITY_TIMEOUT_MS = 180_000
-MAX_RECEIVE_COUNT = 10
+# The delay queue as the construct sets it (punctual/deployment.py): a failed or crashed batch comes
+# back after 180 s, and a message received more than 10 times goes to the delay DLQ instead.
+VISIBILITY_TIMEOUT_MS = DELAY_QUEUE_VISIBILITY_S * 1000
+MAX_RECEIVE_COUNT = DELAY_MAX_RECEIVE_COUNT
+POLLER_MAX_EVENT_AGE_MS = POLLER_MAX_EVENT_AGE_S * 1000
 STREAM_BATCH_SIZE = 100  # the construct's editor BatchSize
-MAX_STREAM_RETRIES = 10  # the construct's EDITOR_RETRY_ATTEMPTS
+MAX_STREAM_RETRIES = EDITOR_RETRY_ATTEMPTS  # the construct's (punctual/deployment.py)
 FUNCTIONS = ("editor", "consumer", "poller")
 # Lambda retries a throttled invocation without counting it a failure. Asynchronous (the poller):
 # "the retry interval increases exponentially from 1 second after the first attempt to a maximum

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from punctual.lambda_events import ASYNC_RETRY_DELAYS_MS
+from punctual.deployment import DELAY_QUEUE_VISIBILITY_S, EDITOR_RETRY_ATTEMPTS, POLLER_MAX_EVENT_AGE_S
+from punctual.lambda_events import ASYNC_RETRY_DELAYS_MS, async_retry_delays
 
 # The bound of the "early" SQS reading (`punctual bench --sqs-model early`): a stress assumption, not
 # a documented behaviour (SOURCES["sqs_early_max_ms"]).
@@ -41,7 +42,7 @@ class Models:
     stream_latency_ms: tuple[int, int] = (100, 500)
     stream_batch_size: int = 100  # the construct's EDITOR_BATCH_SIZE
     stream_retry_delay_ms: int = 1_000
-    stream_max_retries: int = 10  # the construct's EDITOR_RETRY_ATTEMPTS
+    stream_max_retries: int = EDITOR_RETRY_ATTEMPTS  # the construct's (punctual/deployment.py)
     # The stream's shards (one per table partition) and the batches Lambda runs at once per shard
     # (ParallelizationFactor: the construct's EDITOR_PARALLELIZATION). A record's lane, in order, is
     # picked by its partition key: with one partition key value (shards=1) there is one lane.
@@ -56,9 +57,11 @@ class Models:
     events_control_tps: int = 50
     events_control_burst_ms: int = 1_000
     # Delay queue visibility timeout (construct: 6 x the consumer's 30 s timeout).
-    delay_visibility_ms: int = 180_000
+    delay_visibility_ms: int = DELAY_QUEUE_VISIBILITY_S * 1000
     # Lambda asynchronous invocation (the poller, from the rule): 2 retries, after 1 and 2 min.
     async_retry_delays_ms: tuple[int, ...] = ASYNC_RETRY_DELAYS_MS
+    # Punctual's poller: the retries that fit its maximum event age (the construct's)
+    poller_retry_delays_ms: tuple[int, ...] = async_retry_delays(POLLER_MAX_EVENT_AGE_S * 1000)
     # EventBridge Scheduler one-time schedule: fires within this window after its time.
     scheduler_fire_window_ms: int = 60_000
     # cdk-scheduler: rate(14 minutes) rule, 15-minute window, Query without pagination (1 MB).
@@ -156,7 +159,10 @@ SOURCES: dict[str, str] = {
     "at 1,769 MB), never overlapped by a parallel section (the GIL). Assumption: Lambda's vCPU runs botocore as "
     "fast as this machine's core. 1 = as measured, 0 = no CPU model (the figures before issue 29).",
     "async_retry_delays_ms": "Lambda docs, asynchronous invocation: on a function error 'Lambda retries the "
-    "function two more times', waiting 1 minute, then 2 minutes (construct: retry_attempts=2).",
+    "function two more times', waiting 1 minute, then 2 minutes (CDK's default for cdk-scheduler's functions).",
+    "poller_retry_delays_ms": "Lambda docs, asynchronous invocation, with the construct's MaximumEventAgeInSeconds "
+    "(120, punctual/deployment.py): the retry after 1 minute fits, the one after 3 minutes does not: the event "
+    "then goes to the OnFailure destination (the delay queue).",
     "scheduler_fire_window_ms": "EventBridge Scheduler docs, 'Schedule types': 'All schedule types on EventBridge "
     "Scheduler invoke their targets with 60 second precision ... between 1:00:00 and 1:00:59' (flexible window "
     "OFF). We model the favourable reading: within 60 s after the schedule's time, never before it.",

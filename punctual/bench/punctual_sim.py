@@ -35,7 +35,7 @@ from punctual.core.parallel import lanes, run_in_order
 from punctual.core.retry import seed_jitter
 from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 from punctual.event_sources import Invoke, QueueSource, RuleSource, StreamSource, lane_of
-from punctual.lambda_events import InjectedCrash, stream_record
+from punctual.lambda_events import InjectedCrash, async_failure_record, stream_failure_record, stream_record
 
 from .billing import IDLE_RECEIVE_API, idle_receives
 from .capacity import PartitionCapacity, get_read_units, is_throttled, query_read_units
@@ -150,13 +150,15 @@ class PunctualSim:
         self.rule = RuleSource(
             self.engine, self._invoker("poller", self._run_poller), make_event=self._rule_event,
             fire_delay_ms=lambda minute: self.rng.randint(0, m.rule_fire_spread_ms - 1) + self._u(m.rule_target_delay_ms),
-            retry_delays_ms=m.async_retry_delays_ms, on_begun=self._armed_for_begun_minute, counters=counters)
+            retry_delays_ms=m.poller_retry_delays_ms, on_begun=self._armed_for_begun_minute, counters=counters,
+            on_failure=self._poll_failed)
         self.stream = StreamSource(
             self.engine, self._invoker("editor", self._run_editor),
             to_record=lambda raw: stream_record(raw, self.table_arn_stream, REGION),
             filters=EDITOR_STREAM_FILTERS, batch_size=m.stream_batch_size, max_retries=m.stream_max_retries,
             lane=lane_of(m.stream_shards, m.stream_parallelization), latency_ms=lambda: self._u(m.stream_latency_ms),
-            retry_delay_ms=lambda failures: m.stream_retry_delay_ms, on_poll=self._stream_polled, counters=counters)
+            retry_delay_ms=lambda failures: m.stream_retry_delay_ms, on_poll=self._stream_polled, counters=counters,
+            on_discard=self._stream_gave_up)
         self.queue = QueueSource(
             self.engine, self._invoker("consumer", self._run_consumer), receive=self._esm_receive,
             delete=self._esm_delete, queue_arn=f"arn:aws:sqs:{REGION}:123456789012:punctual-delay", region=REGION,
@@ -196,6 +198,25 @@ class PunctualSim:
         """A one-shot cron for a minute that has begun: assume it never fires (invariant 6)."""
         self.result.counters[f"armed_for_begun_minute:{self._actor('?')}"] += 1
         return False
+
+    def _poll_failed(self, event: dict[str, Any], attempt: int, error: BaseException) -> None:
+        """After the last attempt, the poller's OnFailure destination (the delay queue, as the
+        construct sets it) gets the invocation record."""
+        if attempt >= len(self.rule.retry_delays_ms):
+            self._on_failure_destination(async_failure_record(
+                event, f"arn:aws:lambda:{REGION}:123456789012:function:poller", attempt + 1, self.engine.now,
+                str(error)))
+
+    def _stream_gave_up(self, record: dict[str, Any], retries: int) -> None:
+        self._on_failure_destination(stream_failure_record(
+            [record], self.table_arn_stream, f"arn:aws:lambda:{REGION}:123456789012:function:editor", retries + 1,
+            self.engine.now))
+
+    def _on_failure_destination(self, record: dict[str, Any]) -> None:
+        self.result.counters["failure_notices"] += 1
+        self.result.requests[("lambda-destination", "sqs.SendMessage")] += 1
+        self.esm_sqs.send_message(QueueUrl=self.settings.delay_queue_url, MessageBody=json.dumps(record))
+        self.queue.schedule(self.engine.now + self._u(self.m.sqs_poll_latency_ms), self.engine.now)
 
     def _stream_polled(self, taken: int) -> None:
         self.result.counters["stream_records"] += taken

@@ -24,14 +24,20 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from typing import Any
 
 # event_sources imports .filters, which runs this package's __init__ (then this module): a module
 # reference works whichever is imported first
 from punctual import event_sources as es
 from punctual.core.cron import MINUTE_MS
-from punctual.lambda_events import ASYNC_RETRY_DELAYS_MS, scheduled_event, stream_record
+from punctual.lambda_events import (
+    ASYNC_RETRY_DELAYS_MS,
+    async_failure_record,
+    async_retry_delays,
+    scheduled_event,
+    stream_failure_record,
+    stream_record,
+)
 
 from .filters import sqs_view
 from .invoke import LocalFunction
@@ -162,13 +168,22 @@ class RuleDriver(Driver):
 
     def __init__(self, rule: Rule, events: Any, targets: list[LocalFunction], log: Any,
                  delay_s: float | None = 2.0, tick_s: float = 0.25,
-                 retry_delays_s: tuple[float, ...] = ASYNC_RETRY_DELAYS_S):
+                 retry_delays_s: tuple[float, ...] = ASYNC_RETRY_DELAYS_S, sqs: Any = None,
+                 destinations: dict[str, str] | None = None):
         super().__init__(f"rule:{rule.name}", log, workers=len(targets), period_s=tick_s)
         self.rule, self.events, self.targets = rule, events, targets
         self.delay_s = delay_s
+        self.sqs, self.destinations = sqs, destinations or {}  # queue ARN -> URL (OnFailure destinations)
         self.delays_ms: dict[int, int] = {}  # per minute, the same for every target
-        self.sources = [self._source(fn, [int(s * 1000) for s in retry_delays_s[: fn.spec.async_retries]])
-                        for fn in targets]
+        self.sources = [self._source(fn, self._retry_delays(fn, retry_delays_s)) for fn in targets]
+
+    @staticmethod
+    def _retry_delays(fn: LocalFunction, retry_delays_s: tuple[float, ...]) -> list[int]:
+        """The retries of ``fn``'s failed asynchronous invocation: up to its MaximumRetryAttempts,
+        within its MaximumEventAgeInSeconds."""
+        delays = tuple(int(s * 1000) for s in retry_delays_s[: fn.spec.async_retries])
+        age = fn.spec.async_max_event_age_s
+        return list(delays if age is None else async_retry_delays(age * 1000, delays))
 
     @property
     def fire_count(self) -> int:
@@ -197,9 +212,16 @@ class RuleDriver(Driver):
 
         def on_failure(event: dict[str, Any], attempt: int, exc: BaseException) -> None:
             self.errors += 1
-            what = (f"async retry {attempt + 1} in {retry_delays_ms[attempt] / 1000:g}s"
-                    if attempt < len(retry_delays_ms) else "retries exhausted, event dropped")
-            self.log("rule", f"{fn.name} failed ({type(exc).__name__}: {exc}); {what}")
+            if attempt < len(retry_delays_ms):
+                self.log("rule", f"{fn.name} failed ({type(exc).__name__}: {exc}); async retry {attempt + 1} in "
+                                 f"{retry_delays_ms[attempt] / 1000:g}s")
+                return
+            dest = self.destinations.get(fn.spec.async_on_failure_arn or "")
+            self.log("rule", f"{fn.name} failed ({type(exc).__name__}: {exc}); retries exhausted, "
+                             + (f"the event to its OnFailure destination {dest}" if dest else "event dropped"))
+            if dest and self.sqs is not None:
+                record = async_failure_record(event, fn.spec.arn, attempt + 1, self.now_ms(), str(exc))
+                self.sqs.send_message(QueueUrl=dest, MessageBody=json.dumps(record))
 
         source = es.RuleSource(self, lambda event, done: self.invoke_on_pool(fn, event, done), make_event=make_event,
                             fire_delay_ms=self._delay_ms, retry_delays_ms=retry_delays_ms,
@@ -348,15 +370,7 @@ class StreamDriver(Driver):
         self.log("stream", f"{self.fn.name}: record {seq} skipped after {retries} retries (MaximumRetryAttempts)")
         if self.sqs is None or not self.on_failure_url:
             return
-        body = {
-            "requestContext": {"functionArn": self.fn.spec.arn, "condition": "RetryAttemptsExhausted",
-                               "approximateInvokeCount": retries + 1},
-            "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
-            "version": "1.0",
-            "timestamp": datetime.now(UTC).isoformat(),
-            "DDBStreamBatchInfo": {"shardId": next(iter(self.iterators), ""), "startSequenceNumber": seq,
-                                   "endSequenceNumber": seq, "batchSize": 1, "streamArn": self.stream_arn},
-        }
+        body = stream_failure_record([record], self.stream_arn, self.fn.spec.arn, retries + 1, self.now_ms())
         try:
             self.sqs.send_message(QueueUrl=self.on_failure_url, MessageBody=json.dumps(body))
         except Exception as exc:

@@ -91,6 +91,7 @@ class Function:
     reserved_concurrency: int | None = None
     # asynchronous invocations (the rule's): retries of a failed invocation (EventInvokeConfig)
     async_retries: int = 2
+    async_max_event_age_s: int | None = None  # MaximumEventAgeInSeconds (None: Lambda's 6 hours)
     async_on_failure_arn: str | None = None
 
 
@@ -489,6 +490,8 @@ class Provisioner:
         self.ensure(fn_lid)
         fn = self.model.functions[fn_lid]
         fn.async_retries = int(p.get("MaximumRetryAttempts", 2))
+        age = p.get("MaximumEventAgeInSeconds")
+        fn.async_max_event_age_s = int(age) if age is not None else None
         fn.async_on_failure_arn = ((p.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
 
 

@@ -158,7 +158,9 @@ class LocalStack:
             targets = [self.functions[f.logical_id] for arn in rule.target_arns
                        if (f := m.function_for_arn(arn)) is not None and f.logical_id in self.functions]
             if rule.schedule_expression is not None and targets:
-                self.drivers.append(RuleDriver(rule, self.clients["events"], targets, self.log, delay_s=o.rule_delay_s))
+                self.drivers.append(RuleDriver(rule, self.clients["events"], targets, self.log, delay_s=o.rule_delay_s,
+                                               sqs=self.clients["sqs"],
+                                               destinations={q.arn: q.url for q in m.queues.values()}))
         for mapping in m.mappings.values():
             if not mapping.enabled or mapping.function not in self.functions:
                 continue

@@ -119,7 +119,7 @@ def test_delivery_queue_and_dlq(demo):
 
 
 @pytest.mark.parametrize("attr", ["rejected_queue", "dead_letter_queue", "delay_dead_letter_queue",
-                                  "stream_dead_letter_queue", "rule_dead_letter_queue", "poller_failure_queue"])
+                                  "rule_dead_letter_queue"])
 def test_dead_letter_and_rejected_queues_keep_14_days(demo, attr):
     q = demo.json["Resources"][demo.logical_id(getattr(demo.scheduler, attr))]["Properties"]
     assert q["MessageRetentionPeriod"] == 14 * 86400
@@ -127,7 +127,7 @@ def test_dead_letter_and_rejected_queues_keep_14_days(demo, attr):
 
 
 def test_every_queue_enforces_ssl(demo, custom):
-    for synth, n in ((demo, 8), (custom, 8)):  # custom: 6 own + the existing queue and its DLQ
+    for synth, n in ((demo, 6), (custom, 6)):  # custom: 4 own + the existing queue and its DLQ
         queues = synth.resources("AWS::SQS::Queue")
         assert len(queues) == n
         policies = synth.resources("AWS::SQS::QueuePolicy").values()
@@ -313,9 +313,11 @@ def test_editor_event_source(demo):
     assert (bench.stream_batch_size, bench.stream_max_retries, bench.stream_parallelization) == (
         c.EDITOR_BATCH_SIZE, c.EDITOR_RETRY_ATTEMPTS, c.EDITOR_PARALLELIZATION)
     assert m["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert m["DestinationConfig"] == {
-        "OnFailure": {"Destination": getatt(demo.logical_id(s.stream_dead_letter_queue))}
-    }
+    # records the stream gives up on: their OnFailure record reaches the delay queue, whose
+    # consumer arms a poll for their rows (issue 28)
+    assert m["DestinationConfig"] == {"OnFailure": {"Destination": getatt(demo.logical_id(s.delay_queue))}}
+    editor = demo.json["Resources"][demo.logical_id(s.editor_function)]["Properties"]
+    assert editor["Timeout"] == 20 and m["MaximumRetryAttempts"] == 2
     patterns = [json.loads(f["Pattern"]) for f in m["FilterCriteria"]["Filters"]]
     # the one definition the local stack and the benchmark evaluate (tests/local/test_filters.py)
     assert patterns == list(EDITOR_STREAM_FILTERS)
@@ -334,7 +336,6 @@ def test_least_privilege(demo):
     table = getatt(d.logical_id(s.table))
     stream = getatt(d.logical_id(s.table), "StreamArn")
     delay, delivery, rejected = (getatt(d.logical_id(q)) for q in (s.delay_queue, s.delivery_queue, s.rejected_queue))
-    stream_dlq = getatt(d.logical_id(s.stream_dead_letter_queue))
     rule_name = d.json["Resources"][d.logical_id(s.rule)]["Properties"]["Name"]
     rule_arn = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":events:", {"Ref": "AWS::Region"}, ":",
                                   {"Ref": "AWS::AccountId"}, f":rule/{rule_name}"]]}
@@ -351,13 +352,15 @@ def test_least_privilege(demo):
         | pairs(["events:PutRule", "events:DisableRule", "events:DescribeRule"], rule_arn)
         # the OnFailure destination (Lambda sends the failed invocation's record as the function's
         # role): CDK's SqsDestination grants grant_send_messages
-        | pairs(["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"],
-                getatt(d.logical_id(s.poller_failure_queue)))
+        | pairs(["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"], delay)
     )
     assert grants(d, s.consumer_function.role) == (
         pairs(logs, log_group(s.consumer_function))
-        | pairs(["dynamodb:Query", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"], table)
-        | pairs(["sqs:SendMessage"], delivery, rejected)
+        | pairs(["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"], table)
+        # the delivery; copies of pointers retried later and poll requests asked again (delay)
+        | pairs(["sqs:SendMessage"], delivery, rejected, delay)
+        # arming a poll asked for (a poll request, a failure notice)
+        | pairs(["events:PutRule", "events:DisableRule", "events:DescribeRule"], rule_arn)
         # the SQS event source (ChangeMessageVisibility is also how the consumer puts a message back)
         | pairs(["sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage",
                  "sqs:GetQueueAttributes"], delay)
@@ -371,7 +374,7 @@ def test_least_privilege(demo):
         | pairs(["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"], stream)
         | pairs(["dynamodb:ListStreams"], "*")
         # its on-failure destination
-        | pairs(["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"], stream_dlq)
+        | pairs(["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"], delay)
     )
     for fn in s.functions:
         role = d.json["Resources"][d.logical_id(fn.role)]["Properties"]
@@ -469,10 +472,10 @@ def test_metrics(demo):
     assert (rej.namespace, rej.metric_name, rej.statistic, rej.dimensions) == ("Punctual", REJECTED_ROWS, "Sum", mine)
     assert s.metric_lateness(statistic="p50", label="median").label == "median"
     dead = s.metric_dead_letters()
-    assert len(dead.using_metrics) == 5  # delay, delivery, stream and rule DLQs, poller failures
+    assert len(dead.using_metrics) == 3  # delay, delivery and rule DLQs
     assert {m.metric_name for m in dead.using_metrics.values()} == {"ApproximateNumberOfMessagesVisible"}
     # each queue FILLed with 0: the sum has data while any queue publishes (an inactive one does not)
-    assert dead.expression == "FILL(d0, 0) + FILL(d1, 0) + FILL(d2, 0) + FILL(d3, 0) + FILL(d4, 0)"
+    assert dead.expression == "FILL(d0, 0) + FILL(d1, 0) + FILL(d2, 0)"
 
 
 def test_every_metric_method_takes_metric_options(demo):
@@ -506,28 +509,23 @@ def test_metric_carries_the_instance_dimension(demo, custom):
     assert opts.dimensions == {"Extra": "x", INSTANCE_DIMENSION: s.instance_name}
 
 
-def test_poller_async_failures_go_to_a_queue_that_raises_the_dead_letters_alarm(demo):
-    """A poll that fails after Lambda's async retries is recorded (OnFailure destination), not dropped."""
+def test_poller_async_failures_reach_the_delay_queue_and_raise_an_alarm(demo):
+    """A poll whose attempts run out (errors, or throttled past the event's 2-minute age) is not
+    dropped: its OnFailure record reaches the delay queue, whose consumer arms the next poll and
+    counts it (FunctionFailures, alarmed) (issue 28)."""
     s = demo.scheduler
-    failures = demo.logical_id(s.poller_failure_queue)
     (config,) = [r["Properties"] for r in demo.resources("AWS::Lambda::EventInvokeConfig").values()
                  if r["Properties"]["FunctionName"] == {"Ref": demo.logical_id(s.poller_function)}]
-    assert config["DestinationConfig"]["OnFailure"]["Destination"] == getatt(failures)
-    assert config["MaximumRetryAttempts"] == 2
-    assert s.poller_failure_queue in s.dead_letter_queues
-    watched = [a["Properties"]["Dimensions"][0]["Value"] for a in demo.resources("AWS::CloudWatch::Alarm").values()
-               if a["Properties"].get("MetricName") == "ApproximateNumberOfMessagesVisible"]
-    assert getatt(failures, "QueueName") in watched
-    # the poller may send to it (the destination's grant)
-    statements = [st for p in demo.resources("AWS::IAM::Policy").values()
-                  for st in p["Properties"]["PolicyDocument"]["Statement"]]
-    assert any(getatt(failures) in (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]])
-               and "sqs:SendMessage" in st["Action"] for st in statements)
+    assert config["DestinationConfig"]["OnFailure"]["Destination"] == getatt(demo.logical_id(s.delay_queue))
+    assert (config["MaximumRetryAttempts"], config["MaximumEventAgeInSeconds"]) == (2, 120)
+    (alarm,) = [a["Properties"] for lid, a in demo.resources("AWS::CloudWatch::Alarm").items()
+                if lid.startswith("SchedulerFunctionFailuresAlarm")]
+    assert (alarm["MetricName"], alarm["Threshold"], alarm["TreatMissingData"]) == ("FunctionFailures", 1, "notBreaching")
 
 
 def test_alarms(demo, custom):
     alarms = demo.resources("AWS::CloudWatch::Alarm")
-    assert len(alarms) == len(demo.scheduler.alarms) == 11
+    assert len(alarms) == len(demo.scheduler.alarms) == 10
     by_metric = {a["Properties"].get("MetricName"): a["Properties"] for a in alarms.values()}
     assert by_metric[LATENESS_MS]["ExtendedStatistic"] == "p99"
     assert by_metric[LATENESS_MS]["Namespace"] == "Punctual"
@@ -542,7 +540,7 @@ def test_alarms(demo, custom):
            if a["Properties"].get("MetricName") == "ApproximateNumberOfMessagesVisible"]
     assert sorted(json.dumps(a["Dimensions"], sort_keys=True) for a in dlq) == sorted(
         json.dumps([{"Name": "QueueName", "Value": getatt(demo.logical_id(q), "QueueName")}], sort_keys=True)
-        for q in demo.scheduler.dead_letter_queues)  # one alarm per dead-letter queue, 5
+        for q in demo.scheduler.dead_letter_queues)  # one alarm per dead-letter queue, 3
     assert {(a["Statistic"], a["Threshold"], a["ComparisonOperator"]) for a in dlq} == {
         ("Maximum", 1, "GreaterThanOrEqualToThreshold")}
     age = by_metric["ApproximateAgeOfOldestMessage"]

@@ -35,8 +35,7 @@ def _resource_names(demo) -> dict[str, str]:
 
     names = {arn(s.table): "table", arn(s.table, "StreamArn"): "table stream", json.dumps("*"): "`*`",
              arn(s.delay_queue): "delay queue", arn(s.rejected_queue): "rejected-rows queue",
-             arn(s.delivery_queue): "delivery queue", arn(s.poller_failure_queue): "poller failure queue",
-             arn(s.stream_dead_letter_queue): "stream dead-letter queue", arn(s.poller_function): "poller function"}
+             arn(s.delivery_queue): "delivery queue", arn(s.poller_function): "poller function"}
     for fn in s.functions:
         group = d.json["Resources"][d.logical_id(fn)]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
         names[json.dumps({"Fn::GetAtt": [group, "Arn"]}, sort_keys=True)] = "its log group"

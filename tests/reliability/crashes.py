@@ -20,6 +20,7 @@ from typing import Any
 from punctual.core import observability as obs
 from punctual.core.config import Settings
 from punctual.core.keys import encode_sk
+from punctual.core.models import PollRequest
 from tests.faults import CrashPoint, Faults, crash_points, fail_points
 from tests.virtual_aws import Outcome, VirtualAws
 
@@ -273,6 +274,10 @@ def calls_by_handler() -> dict[str, set[str]]:
                     "pk": {"S": s.partition_for("beyond")}, "sk": {"S": encode_sk(ROWS["beyond"], "beyond")}})
                 if not editor_on:
                     world.skip_stream()
+                # a poll asked for through the delay queue (a poll or an editor could not arm): the
+                # consumer arms it through the meta row and the rule
+                world.deps.sqs.send_message(QueueUrl=s.delay_queue_url,
+                                            MessageBody=PollRequest(poll_by_ms=START, reason="test").body())
                 world.run_until(HORIZON, stop=world.idle)
                 for t in TARGETS:
                     seen[t] |= set(recorders[t].trace)
