@@ -643,7 +643,7 @@ class VirtualAws:
         if scheduled is not None:
             candidates.append(max(scheduled, soonest))
         visible = self.view.next_visible_ms(self.s.delay_queue_url)
-        if visible is not None:
+        if visible is not None and self.queue.inflight < self.queue.limit():  # a batch slot to receive it
             # while the queue answers no receive, nothing shows before it is back
             visible = max([visible] + [end for start, end in self.queue_outages if start <= max(visible, self.now) < end])
             candidates.append(max(self._grid_at_or_after(visible), soonest))

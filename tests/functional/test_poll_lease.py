@@ -117,3 +117,30 @@ def test_invocation_token_is_the_rule_events_id_or_the_request_id():
     assert invocation_token({"id": "e-1", "detail-type": "Scheduled Event"}, SimpleNamespace(aws_request_id="r")) == "e-1"
     assert invocation_token({}, SimpleNamespace(aws_request_id="r-1")) == "r-1"
     assert invocation_token(None, None) is None
+
+
+def test_a_poll_that_fails_gives_its_lease_back_and_asks_for_the_next_poll(stack, frozen):
+    """A poll whose window query fails (DynamoDB reads failing) does not hold its lease for 300 s:
+    it removes it, and asks the consumer for the next poll through the delay queue (a PollRequest
+    for as soon as possible); the next poll, another invocation, runs at once instead of deferring
+    (issue 28: delivery came 275 s after DynamoDB recovered)."""
+    from punctual.core.models import PollRequest
+    from tests.faults import Faults
+
+    stack.put_raw(sk(T0_MS + 30 * MINUTE_MS, "later"), {"x": "1"})
+    faults = Faults(stack.ddb).fail("Query", "InternalError", times=6)
+    try:
+        poll(stack.deps, token="first")
+    except Exception as exc:  # noqa: BLE001 - the poll raises: Lambda retries it
+        assert "InternalError" in str(exc)
+    else:
+        raise AssertionError("the poll did not fail")
+    faults.clear()
+    state = read_arm(stack.ddb, stack.settings, stack.deps.clock)
+    assert state.polling_ms is None and state.polling_token is None
+    (body,) = [json.loads(m["Body"]) for m in stack.drain(stack.settings.delay_queue_url)]
+    # as soon as possible: the time it failed (after its retries' backoff)
+    assert T0_MS < PollRequest.model_validate(body).poll_by_ms <= stack.deps.clock.now_ms()
+    assert body["reason"].startswith("a poll failed")
+    report = poll(stack.deps, token="second")
+    assert not report.busy and report.read == 1
