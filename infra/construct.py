@@ -48,6 +48,7 @@ from punctual.deployment import (
     CONSUMER_TIMEOUT_S,
     DELAY_MAX_RECEIVE_COUNT,
     DELAY_QUEUE_VISIBILITY_S,
+    EDITOR_MAX_RECORD_AGE_S,
     EDITOR_RETRY_ATTEMPTS,
     EDITOR_TIMEOUT_S,
     POLLER_MAX_EVENT_AGE_S,
@@ -484,6 +485,7 @@ class Scheduler(Construct):
                 parallelization_factor=EDITOR_PARALLELIZATION,
                 bisect_batch_on_error=True,
                 retry_attempts=EDITOR_RETRY_ATTEMPTS,
+                max_record_age=Duration.seconds(EDITOR_MAX_RECORD_AGE_S),
                 report_batch_item_failures=True,
                 on_failure=sources.SqsDlq(self.delay_queue),
                 # Removals, the meta row and Punctual's own claims never invoke the editor

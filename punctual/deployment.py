@@ -20,6 +20,11 @@ DELAY_MAX_RECEIVE_COUNT = 10
 # OnFailure record (the delay queue) brings a poll for its row.
 EDITOR_TIMEOUT_S = 20
 EDITOR_RETRY_ATTEMPTS = 2
+# ... and, bisecting a failed batch (BisectBatchOnFunctionError: the splits use no retry, each takes
+# up to the timeout), no record waits longer than this in its lane (MaximumRecordAgeInSeconds, at
+# least 60): an older one is discarded to the OnFailure destination. A stream that merely lags
+# this much (a burst of inserts on one shard) leaves its rows to the poll the OnFailure records bring.
+EDITOR_MAX_RECORD_AGE_S = 60
 # The poller's asynchronous invocations are kept at most this long (MaximumEventAgeInSeconds): an
 # event still failing or throttled then goes to the OnFailure destination, the delay queue, whose
 # consumer arms the next poll, instead of Lambda retrying a throttled event for up to 6 hours, up

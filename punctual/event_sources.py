@@ -176,7 +176,9 @@ class StreamSource:
     took ``taken`` records (counted by the benchmark). ``on_discard(record, failures)``: the record
     given up on after ``max_retries`` retries. ``bisect_on_error``: a function error splits the
     batch in two, each half retried alone (BisectBatchOnFunctionError; the splits consume no
-    retries)."""
+    retries). ``max_record_age_ms`` (MaximumRecordAgeInSeconds): a record older than this when its
+    batch is (re)invoked is discarded like one whose retries ran out (its age from the record's
+    ``ApproximateCreationDateTime``)."""
 
     def __init__(self, timeline: Timeline, invoke: Invoke, *, to_record: Callable[[Record], Record],
                  filters: Sequence[dict[str, Any]] = (), batch_size: int = 100, max_retries: int = 10,
@@ -185,8 +187,10 @@ class StreamSource:
                  report_batch_item_failures: bool = True, bisect_on_error: bool = False,
                  on_poll: Callable[[int], None] | None = None,
                  on_discard: Callable[[Record, int], None] | None = None,
+                 max_record_age_ms: int | None = None,
                  counters: Counter[str] | None = None):
         self.timeline, self.invoke, self.to_record = timeline, invoke, to_record
+        self.max_record_age_ms = max_record_age_ms
         self.filters, self.batch_size, self.max_retries = list(filters), max(1, batch_size), max_retries
         self.lane_key, self.latency_ms, self.retry_delay_ms = lane, latency_ms, retry_delay_ms
         self.report_batch_item_failures, self.bisect_on_error = report_batch_item_failures, bisect_on_error
@@ -235,6 +239,10 @@ class StreamSource:
                 halves: list[list[Record]] | None = None) -> None:
         """Invoke with ``records`` (``failures`` so far); ``halves``: the splits still to run."""
         lane.busy = True
+        records = self._unexpired(records, failures)
+        if not records:
+            self._next(lane, halves)
+            return
 
         def done(result: Any, error: BaseException | None) -> None:
             if error is not None and self.bisect_on_error and len(records) > 1:
@@ -261,14 +269,40 @@ class StreamSource:
                 if rest:  # Lambda goes on from the record after the discarded one
                     self._invoke(lane, rest, count)
                     return
-            elif halves:
-                self._invoke(lane, halves[0], 0, halves[1:])
+            else:
+                self._next(lane, halves)
                 return
             lane.busy = False
             if lane.pending:
                 self._notify(lane)
 
         self.invoke({"Records": records}, done)
+
+    def _next(self, lane: StreamLane, halves: list[list[Record]] | None) -> None:
+        """The lane goes on: the next split still to run, or the next batch."""
+        if halves:
+            self._invoke(lane, halves[0], 0, halves[1:])
+            return
+        lane.busy = False
+        if lane.pending:
+            self._notify(lane)
+
+    def _unexpired(self, records: list[Record], failures: int) -> list[Record]:
+        """``records`` but those past MaximumRecordAgeInSeconds, which are discarded."""
+        if self.max_record_age_ms is None:
+            return records
+        now = self.timeline.now_ms()
+        keep = []
+        for r in records:
+            created = r["dynamodb"].get("ApproximateCreationDateTime")
+            if created is not None and now - float(created) * 1000 > self.max_record_age_ms:
+                self.in_flight -= 1
+                self.counters["stream_records_expired"] += 1
+                if self.on_discard is not None:
+                    self.on_discard(r, failures)
+            else:
+                keep.append(r)
+        return keep
 
 
 def _flat(parts: list[list[Record]] | None) -> list[Record]:

@@ -65,6 +65,7 @@ from punctual.core.usecases.process_stream import process_stream
 from punctual.deployment import (
     DELAY_MAX_RECEIVE_COUNT,
     DELAY_QUEUE_VISIBILITY_S,
+    EDITOR_MAX_RECORD_AGE_S,
     EDITOR_RETRY_ATTEMPTS,
     POLLER_MAX_EVENT_AGE_S,
 )
@@ -338,7 +339,8 @@ class VirtualAws:
         self.stream = StreamSource(self.timeline, self._invoker("editor", self._edit), to_record=lambda r: r,
                                    filters=EDITOR_STREAM_FILTERS, batch_size=STREAM_BATCH_SIZE,
                                    max_retries=max_stream_retries, retry_delay_ms=lambda failures: step_ms,
-                                   on_discard=self._discarded)
+                                   on_discard=self._discarded, bisect_on_error=True,
+                                   max_record_age_ms=EDITOR_MAX_RECORD_AGE_S * 1000)
         self.queue = QueueSource(self.timeline, self._invoker("consumer", self._consume), receive=self._receive,
                                  delete=self._delete, queue_arn=self._queue_arn(self.s.delay_queue_url), region=REGION,
                                  visibility_ms=visibility_timeout_ms, initial_concurrency=1, scale_per_minute=0,

@@ -9,7 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from punctual.deployment import DELAY_QUEUE_VISIBILITY_S, EDITOR_RETRY_ATTEMPTS, POLLER_MAX_EVENT_AGE_S
+from punctual.deployment import (
+    DELAY_QUEUE_VISIBILITY_S,
+    EDITOR_MAX_RECORD_AGE_S,
+    EDITOR_RETRY_ATTEMPTS,
+    POLLER_MAX_EVENT_AGE_S,
+)
 from punctual.lambda_events import ASYNC_RETRY_DELAYS_MS, async_retry_delays
 
 # The bound of the "early" SQS reading (`punctual bench --sqs-model early`): a stress assumption, not
@@ -43,6 +48,7 @@ class Models:
     stream_batch_size: int = 100  # the construct's EDITOR_BATCH_SIZE
     stream_retry_delay_ms: int = 1_000
     stream_max_retries: int = EDITOR_RETRY_ATTEMPTS  # the construct's (punctual/deployment.py)
+    stream_max_record_age_ms: int = EDITOR_MAX_RECORD_AGE_S * 1000  # the construct's
     # The stream's shards (one per table partition) and the batches Lambda runs at once per shard
     # (ParallelizationFactor: the construct's EDITOR_PARALLELIZATION). A record's lane, in order, is
     # picked by its partition key: with one partition key value (shards=1) there is one lane.
@@ -160,6 +166,8 @@ SOURCES: dict[str, str] = {
     "fast as this machine's core. 1 = as measured, 0 = no CPU model (the figures before issue 29).",
     "async_retry_delays_ms": "Lambda docs, asynchronous invocation: on a function error 'Lambda retries the "
     "function two more times', waiting 1 minute, then 2 minutes (CDK's default for cdk-scheduler's functions).",
+    "stream_max_record_age_ms": "Construct: MaximumRecordAgeInSeconds = 60 (punctual/deployment.py); Lambda docs, "
+    "'discard records older than the specified age', the OnFailure destination told.",
     "poller_retry_delays_ms": "Lambda docs, asynchronous invocation, with the construct's MaximumEventAgeInSeconds "
     "(120, punctual/deployment.py): the retry after 1 minute fits, the one after 3 minutes does not: the event "
     "then goes to the OnFailure destination (the delay queue).",

@@ -158,7 +158,7 @@ class PunctualSim:
             filters=EDITOR_STREAM_FILTERS, batch_size=m.stream_batch_size, max_retries=m.stream_max_retries,
             lane=lane_of(m.stream_shards, m.stream_parallelization), latency_ms=lambda: self._u(m.stream_latency_ms),
             retry_delay_ms=lambda failures: m.stream_retry_delay_ms, on_poll=self._stream_polled, counters=counters,
-            on_discard=self._stream_gave_up)
+            on_discard=self._stream_gave_up, bisect_on_error=True, max_record_age_ms=m.stream_max_record_age_ms)
         self.queue = QueueSource(
             self.engine, self._invoker("consumer", self._run_consumer), receive=self._esm_receive,
             delete=self._esm_delete, queue_arn=f"arn:aws:sqs:{REGION}:123456789012:punctual-delay", region=REGION,

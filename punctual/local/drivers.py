@@ -319,7 +319,8 @@ class StreamDriver(Driver):
             filters=mapping.filters, batch_size=mapping.batch_size, max_retries=mapping.maximum_retry_attempts,
             retry_delay_ms=lambda failures: int(1000 * min(5.0, 0.1 * 2 ** min(failures, 6))),
             report_batch_item_failures=mapping.report_batch_item_failures,
-            bisect_on_error=mapping.bisect_on_error, on_discard=self._on_failure)
+            bisect_on_error=mapping.bisect_on_error, on_discard=self._on_failure,
+            max_record_age_ms=mapping.max_record_age_s * 1000 if mapping.max_record_age_s is not None else None)
 
     @property
     def pending(self) -> int:

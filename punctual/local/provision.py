@@ -108,6 +108,7 @@ class Mapping:
     starting_position: str = "TRIM_HORIZON"
     maximum_retry_attempts: int = -1
     bisect_on_error: bool = False
+    max_record_age_s: int | None = None  # MaximumRecordAgeInSeconds (streams; None or -1: no limit)
     maximum_concurrency: int | None = None
     enabled: bool = True
     filters: list[dict[str, Any]] = field(default_factory=list)  # FilterCriteria patterns (parsed)
@@ -468,6 +469,7 @@ class Provisioner:
             starting_position=p.get("StartingPosition", "TRIM_HORIZON"),
             maximum_retry_attempts=int(p.get("MaximumRetryAttempts", -1)),
             bisect_on_error=bool(p.get("BisectBatchOnFunctionError", False)),
+            max_record_age_s=_record_age(p.get("MaximumRecordAgeInSeconds")),
             maximum_concurrency=int(concurrency) if concurrency is not None else None,
             enabled=str(p.get("Enabled", True)).lower() != "false",
             filters=[json.loads(f["Pattern"]) for f in (p.get("FilterCriteria") or {}).get("Filters", [])],
@@ -493,6 +495,10 @@ class Provisioner:
         age = p.get("MaximumEventAgeInSeconds")
         fn.async_max_event_age_s = int(age) if age is not None else None
         fn.async_on_failure_arn = ((p.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
+
+
+def _record_age(raw: Any) -> int | None:
+    return None if raw is None or int(raw) < 0 else int(raw)
 
 
 def provision(template: dict[str, Any], clients: dict[str, Any], **kw: Any) -> LocalModel:

@@ -6,6 +6,7 @@ delivered at most 2 minutes after the give-up, also when nothing else is pending
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from punctual.core.keys import encode_sk
@@ -71,3 +72,41 @@ def test_a_poison_record_alone_in_the_system_is_still_delivered_soon() -> None:
         assert (out.lost, out.early, out.duplicates) == ([], [], 0)
         late = {d.event["id"]: d.sent_ms - d.event["due_ms"] for d in out.deliveries}
         assert late["now"] <= 2 * 60_000 and late["later"] < 1_000, late
+
+
+def test_a_record_whose_attempts_time_out_holds_the_rows_behind_it_about_a_minute() -> None:
+    """Every invocation that carries the poisoned record runs into the editor's timeout (20 s,
+    punctual/deployment.py) and fails; Lambda bisects the batch (the innocent record before it goes
+    on) and retries the poisoned one, until it is older than MaximumRecordAgeInSeconds (60 s): then it
+    and the records behind it that have waited as long are discarded to the OnFailure destination,
+    the delay queue, whose consumer arms a poll that delivers them. So no record waits in the lane
+    more than ~a minute plus one attempt (issue 28: ~11 min with 10 retries of a 60 s timeout), and
+    every task comes at most 2 minutes after its record was given up on."""
+    from punctual.deployment import EDITOR_MAX_RECORD_AGE_S, EDITOR_TIMEOUT_S
+
+    with environment("fake") as (world, _):
+        poison_sk = encode_sk(DUES["poison"], "poison")
+        attempts = []
+
+        def editor(event: dict[str, Any], deps: Deps) -> Any:
+            if poison_sk in [r["dynamodb"]["Keys"]["sk"]["S"] for r in event["Records"]]:
+                attempts.append(len(event["Records"]))
+                deps.clock.sleep_ms(EDITOR_TIMEOUT_S * 1000)
+                raise TimeoutError("Task timed out after 20.00 seconds")
+            return process_stream(event, deps)
+
+        world.editor = editor
+        for name, due in DUES.items():
+            put_row(world, encode_sk(due, name), {"task": name})
+        world.run_until(START + 3_600_000, stop=world.idle)
+
+        out = world.outcome({encode_sk(due, name): due for name, due in DUES.items()})
+        assert (out.lost, out.early, out.duplicates, out.unexpected) == ([], [], 0, [])
+        assert attempts == [3, 2, 1]  # the batch, its half with the poison, the poison alone: 60 s
+        notices = [int(datetime.fromisoformat(n["timestamp"]).timestamp() * 1000) for n in world.log.failure_notices]
+        held = max(notices) - START  # the stream got the records at START
+        assert held <= (EDITOR_MAX_RECORD_AGE_S + EDITOR_TIMEOUT_S) * 1000, held
+        dropped = sorted(e.split("#")[-1].split("'")[0] for e in out.errors if "dropped" in e)
+        assert dropped == ["after", "poison"]  # "before" was bisected out and went by the fast path
+        sent = {d.event["id"]: d.sent_ms for d in out.deliveries}
+        assert all(t <= max(notices) + 2 * 60_000 for t in sent.values()), (sent, notices)

@@ -59,6 +59,27 @@ def test_released_claim_is_ignored():
     assert classify_record(record("MODIFY", new, old), S, NOW).note == "claim released"
 
 
+def test_a_put_over_an_in_flight_row_is_a_new_task():
+    """A user's put over a row that was sent (no Punctual bookkeeping in the new image) is a new task:
+    sent or armed like an insert, not taken for a released claim and left to nobody (issue 28).
+    Mutant: the release rule without ``ATTR_ATTEMPT in item``."""
+    old = image(sk(NOW + 5000), **{ATTR_ENQUEUED_MS: {"N": str(NOW)}, ATTR_ATTEMPT: {"N": "1"}})
+    new = image(sk(NOW + 5000), payload={"v": {"S": "new"}})
+    c = classify_record(record("MODIFY", new, old), S, NOW)
+    assert c.action is RecordAction.SEND_NOW and c.task is not None and c.task.payload == {"v": "new"}
+
+
+def test_a_row_whose_sends_are_used_up_is_rejected_by_the_editor_as_by_the_poller():
+    """One rule for the editor and the poller (planning.row_state): an unsent row at max_attempts is
+    undeliverable; the editor used to claim and send it (22 attempts seen, issue 28)."""
+    new = image(sk(NOW + 5000), **{ATTR_ATTEMPT: {"N": str(S.max_attempts)}})
+    c = classify_record(record("INSERT", new), S, NOW)
+    assert c.action is RecordAction.REJECT and c.rejection is not None
+    assert (c.rejection.code, c.rejection.reason) == ("undeliverable", f"still pending after {S.max_attempts} sends")
+    below = image(sk(NOW + 5000), **{ATTR_ATTEMPT: {"N": str(S.max_attempts - 1)}})
+    assert classify_record(record("INSERT", below), S, NOW).action is RecordAction.SEND_NOW
+
+
 def test_user_modify_of_unsent_row_is_classified_again():
     old = image(sk(NOW + 5000))
     new = image(sk(NOW + 5000), payload={"b": {"N": "2"}})

@@ -1,0 +1,174 @@
+"""Cancellation never lies (invariant 4, docs/architecture.md "Cancellation never lies"): a user acts
+between two AWS calls of the consumer, over moto.
+
+The consumer fences each row (a conditional UpdateItem that marks it with the pointer's token and
+reads it) after its wait and before its send; the client's cancel and reschedule are conditional on
+no fence. So:
+
+- before the fence, the user wins: the cancel or reschedule returns, the old delivery never happens;
+- after it, the delivery wins: they answer AlreadyDelivered and change nothing;
+- a row written over the key after the fence (a raw put: a new task) is never deleted by the
+  delivery that read the old one, and no old payload replaces it.
+
+The cut-off is the fence itself: a cancel is refused from the moment the consumer fences the row,
+which is at (or, after a wait, right at) the due millisecond: nothing before due is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from punctual.client import PunctualClient
+from punctual.core.models import ATTR_DELIVERING
+from punctual.core.usecases.consume import consume
+from punctual.errors import AlreadyDelivered
+from tests.consumer_support import ack, delivered, enqueue, receive_event, run_consumer, schedule
+from tests.support import T0_MS, client
+
+DUE = T0_MS
+
+
+def user(stack) -> PunctualClient:
+    """The user's client, on a boto3 client of its own (the hooks below watch the consumer's)."""
+    return PunctualClient(stack.settings.table_name, ddb=client("dynamodb"), clock=stack.deps.clock)
+
+
+def before_consumer_call(stack, op: str, action: Callable[[], Any]) -> dict[str, Any]:
+    """Run ``action`` once, right before the consumer's first call of ``op``; what it returned or
+    raised is in the dict this returns."""
+    out: dict[str, Any] = {}
+
+    def hook(model: Any, **_: Any) -> None:
+        if model.name == op and "ran" not in out:
+            out["ran"] = True
+            try:
+                out["result"] = action()
+            except Exception as exc:  # noqa: BLE001 - the test looks at it
+                out["error"] = exc
+
+    for c in (stack.ddb, stack.sqs):
+        c.meta.events.register(f"before-call.{c.meta.service_model.service_name}", hook)
+    return out
+
+
+def raw_put(stack, sk: str, payload: dict[str, Any]) -> None:
+    client("dynamodb").put_item(TableName=stack.settings.table_name, Item={
+        "pk": {"S": "scheduler"}, "sk": {"S": sk}, "payload": {"M": {k: {"S": v} for k, v in payload.items()}}})
+
+
+def pending(stack, sk: str) -> None:
+    enqueue(stack, sk, DUE, delay_seconds=0)
+
+
+@pytest.fixture
+def task(stack, frozen):
+    sk = schedule(stack, DUE, "t1", {"v": "old"})
+    pending(stack, sk)
+    return sk
+
+
+def test_a_cancel_before_the_fence_wins_and_nothing_is_delivered(stack, frozen, task):
+    seen = before_consumer_call(stack, "UpdateItem", lambda: user(stack).cancel(task))
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert "error" not in seen and seen["result"].key == task  # the cancel returned: it won
+    assert delivered(stack) == [] and stack.rows() == []
+
+
+def test_a_cancel_after_the_fence_answers_already_delivered_and_the_task_goes_once(stack, frozen, task):
+    """Mutant: the cancel's condition without the fence (a plain attribute_exists): the cancel then
+    returns while the event goes out (issue 28's lie)."""
+    seen = before_consumer_call(stack, "SendMessageBatch", lambda: user(stack).cancel(task))
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert isinstance(seen.get("error"), AlreadyDelivered)
+    assert [e["key"] for e in delivered(stack)] == [task]
+    assert stack.rows() == []
+
+
+def test_a_put_over_the_key_after_the_fence_is_a_new_task_the_delivery_never_deletes(stack, frozen, task):
+    """Cancel (refused), then a raw put of the same key with a new payload, between the fence and the
+    send: the old payload is delivered (its delivery had won), and the new row stays, untouched, to
+    be delivered on its own (issue 28: the unconditional delete removed it, silently). Mutant: an
+    unconditional delete."""
+    def cancel_and_put() -> None:
+        with pytest.raises(AlreadyDelivered):
+            user(stack).cancel(task)
+        raw_put(stack, task, {"v": "new"})
+
+    seen = before_consumer_call(stack, "SendMessageBatch", cancel_and_put)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert seen["ran"] and "error" not in seen
+    assert [e["payload"] for e in delivered(stack)] == [{"v": "old"}]
+    (row,) = stack.rows()
+    assert row["payload"] == {"M": {"v": {"S": "new"}}} and ATTR_DELIVERING not in row
+
+
+def test_a_cancel_and_a_put_over_the_key_before_the_fence_deliver_only_the_new_task(stack, frozen, task):
+    def cancel_and_put() -> None:
+        user(stack).cancel(task)
+        raw_put(stack, task, {"v": "new"})
+
+    before_consumer_call(stack, "UpdateItem", cancel_and_put)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert delivered(stack) == []  # the old pointer is for a send of the old task: dropped
+    (row,) = stack.rows()
+    assert row["payload"] == {"M": {"v": {"S": "new"}}}  # the new task waits for its own send
+
+
+def test_a_reschedule_after_the_fence_answers_already_delivered_and_changes_nothing(stack, frozen, task):
+    later = DUE + 3_600_000
+    seen = before_consumer_call(stack, "SendMessageBatch", lambda: user(stack).reschedule(task, later))
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert isinstance(seen.get("error"), AlreadyDelivered)
+    assert [e["key"] for e in delivered(stack)] == [task]  # the old due, once
+    assert stack.rows() == []  # and no new task
+
+
+def test_a_reschedule_before_the_fence_moves_the_task_and_the_old_due_never_goes(stack, frozen, task):
+    later = DUE + 3_600_000
+    seen = before_consumer_call(stack, "UpdateItem", lambda: user(stack).reschedule(task, later))
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    moved = seen["result"]
+    assert delivered(stack) == []
+    (row,) = stack.rows()
+    assert row["sk"]["S"] == moved.key and moved.due_ms == later
+
+
+class _ActingClock:
+    """The consumer's clock; when a sleep passes ``at_ms`` it stops there, runs ``action``, sleeps on."""
+
+    def __init__(self, inner: Any, at_ms: int, action: Callable[[], Any]):
+        self.inner, self.at_ms, self.action = inner, at_ms, action
+        self.out: Any = None
+        self.ran = False
+
+    def now_ms(self) -> int:
+        return int(self.inner.now_ms())
+
+    def sleep_ms(self, ms: int) -> None:
+        now = self.now_ms()
+        if not self.ran and now < self.at_ms <= now + ms:
+            self.inner.sleep_ms(self.at_ms - now)
+            self.ran, self.out = True, self.action()
+            ms -= self.at_ms - now
+        self.inner.sleep_ms(ms)
+
+
+def test_a_cancel_during_the_consumers_wait_wins(stack, frozen):
+    """The message arrives 1.5 s before due; the consumer waits in-process; the user cancels 0.5 s
+    before due: the rows are fenced (and read) at the due ms, after the wait, so the cancel wins.
+    Mutant: the rows fenced (or read) before the wait: the cancel then answers AlreadyDelivered
+    (or, reading without a fence, the task goes out anyway)."""
+    due = T0_MS + 1_500
+    sk = schedule(stack, due, "waits", {"v": "x"})
+    enqueue(stack, sk, due, delay_seconds=0)
+    clock = _ActingClock(stack.deps.clock, due - 500, lambda: user(stack).cancel(sk))
+    deps = dataclasses.replace(stack.deps, clock=clock)
+    event = receive_event(stack)
+    response = consume(event, deps)
+    ack(stack, event, response)
+    assert clock.ran and clock.out.key == sk  # the cancel returned
+    assert delivered(stack) == [] and stack.rows() == []
