@@ -43,7 +43,8 @@ from .control_plane import ControlPlaneQuota, throttling_error
 from .cpu import request_cpu_ms, response_cpu_ms, whole_ms
 from .engine import Engine, Process, SimClock
 from .models import Models
-from .scenarios import Scenario
+from .outages import Outage, service_outage
+from .scenarios import Scenario, after_recovery_ms
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -137,6 +138,8 @@ class PunctualSim:
         self.warm: dict[str, list[int]] = defaultdict(list)
         self.lost_message_ids: set[str | None] = set()
         self.faults_on = scenario.faults
+        self.outages: list[Outage] = []  # made once the queues exist (_set_up)
+        self.outage_plan = scenario.outages
         self.result.partition_limits = scenario.throttling
         self.running: Counter = Counter()  # invocations in progress, per function
         self.events_quota = ControlPlaneQuota(models.events_control_tps, models.events_control_burst_ms)
@@ -224,7 +227,12 @@ class PunctualSim:
 
     def _esm_receive(self, view: int | None) -> list[dict[str, Any]]:
         """The Lambda SQS poller's receive, reading the queue as of ``view`` (a message the
-        simulator scheduled the poll for is visible then)."""
+        simulator scheduled the poll for is visible then); none while the delay queue is out."""
+        for outage in self.outages:
+            if outage.covers("ReceiveMessage", {"QueueUrl": self.settings.delay_queue_url}, self.engine.now):
+                back = outage.end_ms
+                self.queue.schedule(back + self._u(self.m.sqs_poll_latency_ms), back)
+                return []
         self.sqs_view_ms = max(self.engine.now, view or 0)
         try:
             return self.esm_sqs.receive_message(
@@ -398,6 +406,10 @@ class PunctualSim:
             if svc == "events" and not self.events_quota.admit(model.name, self.engine.now):
                 self.result.counters[f"{EVENTS_THROTTLED_PREFIX}{self._actor('?')}:{model.name}"] += 1
                 raise throttling_error(model.name)
+            for outage in self.outages:
+                if outage.covers(model.name, context.get("bench_params") or {}, self.engine.now):
+                    self.result.counters["outage_call_failures"] += 1
+                    outage.respond(model.name, context.get("bench_params") or {})
             if self.faults_on and self.fault_rng.random() < self.m.fault_call_failure_rate:
                 from botocore.exceptions import ClientError
 
@@ -601,6 +613,18 @@ class PunctualSim:
             self.engine.at(self.engine.now + 3_600_000, self._housekeeping)
 
     # ---------------------------------------------------------------- run
+    def _count_outage_lateness(self) -> None:
+        """The faults scenario's outages: the worst first delivery measured against the promise
+        (scenarios.after_recovery_ms), and how many broke it (over 2 minutes)."""
+        lead = self.settings.lead_ms
+        worst = broken = 0
+        for i, times in self.result.deliveries.items():
+            late = after_recovery_ms(self.sc.dues[i], min(times), self.outage_plan, lead)
+            worst = max(worst, late)
+            broken += late > 120_000
+        self.result.counters["outage_max_late_after_recovery_ms"] = worst
+        self.result.counters["outage_promise_broken"] = broken
+
     def run(self) -> RunResult:
         import time as _time
 
@@ -622,6 +646,9 @@ class PunctualSim:
                     self._setup_fake()
                 else:
                     self._setup()
+                queues = {"delay": self.settings.delay_queue_url, "delivery": self.settings.delivery_queue_url}
+                self.outages = [service_outage(service, EPOCH_MS + start, EPOCH_MS + end, queues)
+                                for service, start, end in self.outage_plan]
                 for i in self.sc.order():
                     self.engine.at(EPOCH_MS + self.sc.inserts[i], partial(self._insert, i))
                 self.engine.at(EPOCH_MS + 3_600_000, self._housekeeping)
@@ -632,6 +659,8 @@ class PunctualSim:
                     setattr(obj, name, old)
         self.result.log_bytes = sink.bytes
         self.result.counters["engine_events"] = self.engine.events_run
+        if self.outage_plan:
+            self._count_outage_lateness()
         # Lambda's SQS event source long-polls the idle delay queue: billed receives (punctual.bench.billing)
         self.result.requests[("lambda-sqs-poller", IDLE_RECEIVE_API)] = idle_receives(
             self.sc.horizon_ms, self.m.esm_idle_pollers, self.m.esm_idle_wait_s)

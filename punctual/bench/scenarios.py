@@ -25,6 +25,8 @@ class Scenario:
     params: dict[str, object] = field(default_factory=dict)
     # DynamoDB's per-partition limits apply (punctual.bench.capacity; --backend fake only)
     throttling: bool = False
+    # (service of punctual.bench.outages.SERVICES, from, to) in ms from the start: its calls fail
+    outages: list[tuple[str, int, int]] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -137,10 +139,34 @@ def firehose(seed: int, rate: int = 10_000, seconds: float = 60, n: int | None =
     return sc
 
 
+# The faults scenario's outages: each service in turn, for 5 and for 30 minutes (issue 28).
+OUTAGE_SERVICES = ("dynamodb writes", "dynamodb reads", "delay queue", "delivery queue", "eventbridge")
+OUTAGE_MINUTES = (5, 30)
+
+
+def outage_schedule(span_ms: int) -> list[tuple[str, int, int]]:
+    """Every service of OUTAGE_SERVICES out for each of OUTAGE_MINUTES, in turn, evenly spread over
+    ``span_ms`` (the first and the last a gap away from its ends)."""
+    plan = [(service, minutes) for minutes in OUTAGE_MINUTES for service in OUTAGE_SERVICES]
+    gap = span_ms // (len(plan) + 1)
+    return [(service, (k + 1) * gap, (k + 1) * gap + minutes * MINUTE) for k, (service, minutes) in enumerate(plan)]
+
+
+def after_recovery_ms(due_ms: int, delivered_ms: int, outages: list[tuple[str, int, int]], lead_ms: int) -> int:
+    """How late a delivery is against the outage promise (docs/reliability.md, "Outages"): from its
+    due time, or, for a task due before the end of an outage plus the lead, from that end (the
+    promise there: within 2 minutes of the recovery)."""
+    ends = [end for _, start, end in outages if start <= due_ms + lead_ms and due_ms - lead_ms < end]
+    return delivered_ms - max([due_ms, *ends])
+
+
 def faults(seed: int, n: int = 100_000, days: float = 7) -> Scenario:
     sc = steady(seed, n, days)
     sc.name, sc.faults = "faults", True
-    sc.description = f"steady ({n:,} tasks, {days:g} days) with 1% of AWS calls failing and random crashes"
+    sc.outages = outage_schedule(int(days * 24 * 3_600_000))
+    sc.description = (f"steady ({n:,} tasks, {days:g} days) with 1% of AWS calls failing, random crashes, and an "
+                      f"outage of {' and of '.join(map(str, OUTAGE_MINUTES))} min of each of "
+                      f"{', '.join(OUTAGE_SERVICES)} in turn")
     return sc
 
 

@@ -23,10 +23,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from punctual.bench.outages import SERVICES, service_outage
 from punctual.core import observability as obs
 from punctual.core.config import Settings
 from punctual.core.keys import encode_sk
-from tests.faults import DDB_READS, DDB_WRITES, EVENTS_OPS, SQS_OPS, Faults, Outage
+from tests.faults import Faults
 from tests.reliability.crashes import START, environment, put_row
 from tests.virtual_aws import FUNCTIONS, Outcome, VirtualAws
 
@@ -51,15 +52,6 @@ ROWS = {
 # due (ms after the insert)
 DURING = {"during-soon": 10_000, "during-10m": 10 * MINUTE, "during-40m": 40 * MINUTE}
 
-# service -> (operations, on the delay / delivery queue only, whose functions' clients)
-SERVICES: dict[str, tuple[tuple[str, ...], str | None]] = {
-    "dynamodb writes": (DDB_WRITES, None),
-    "dynamodb reads": (DDB_READS, None),
-    "dynamodb": (DDB_WRITES + DDB_READS, None),
-    "delay queue": (SQS_OPS, "delay"),
-    "delivery queue": (SQS_OPS, "delivery"),
-    "eventbridge": (EVENTS_OPS, None),
-}
 THROTTLED = {f"{fn} throttled": fn for fn in ("poller", "consumer", "editor")}
 # which error kinds make a difference for a service (a 200 with failed entries only exists for
 # the batch APIs: the queues' SendMessageBatch, the table's BatchWriteItem)
@@ -175,13 +167,12 @@ def _start_outage(world: VirtualAws, service: str, kind: str, start: int, end: i
     if service in THROTTLED:
         world.throttle(THROTTLED[service], start, end)
         return
-    ops, queue = SERVICES[service]
-    url = {"delay": world.s.delay_queue_url, "delivery": world.s.delivery_queue_url}.get(queue or "")
-    outage = Outage.of(ops, start, end, kind, queue_url=url)
+    outage = service_outage(service, start, end, {"delay": world.s.delay_queue_url,
+                                                  "delivery": world.s.delivery_queue_url}, kind)
     for fn in FUNCTIONS:
         deps = world.isolate(fn)
         Faults(deps.ddb, deps.sqs, deps.events).outage(outage, world.deps.clock.now_ms)
-    if queue == "delay":
+    if outage.queue_url == world.s.delay_queue_url:
         world.queue_outages.append((start, end))
 
 
