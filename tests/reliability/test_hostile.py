@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from punctual.core.config import Settings
 from punctual.core.keys import encode_sk
 from punctual.core.models import MAX_EVENT_BYTES, MAX_PAYLOAD_BYTES, RowRejected, dumps, task_from_item
 from tests.reliability.crashes import START, run_items
@@ -149,14 +150,30 @@ def test_nan_like_numbers_are_rejected_not_crashing():
         assert err.value.code == "payload_unsupported", text
 
 
-def test_hostile_catalogue_end_to_end():
-    """Valid and hostile rows together: valid ones delivered exactly, the others rejected with a reason."""
+def _in_shards(row: dict, settings: Settings) -> dict:
+    """The row under its shard's partition (docs/architecture.md, "Shards"), as the client writes it."""
+    if settings.shards == 1 or row.get("pk") != {"S": "scheduler"} or "S" not in row.get("sk", {}):
+        return row
+    try:
+        return {**row, "pk": {"S": settings.partition_for_key(row["sk"]["S"])}}
+    except Exception:  # noqa: BLE001 - a key with no id: stays in the bare partition
+        return row
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_hostile_catalogue_end_to_end(shards):
+    """Valid and hostile rows together: valid ones delivered exactly, the others rejected with a
+    reason; with 2 shards, each row under its id's shard (issue 28: the catalogue with 1 and 2)."""
+    settings = Settings(send_workers=1, shards=shards)
     rows = [row for row, _ in VALID.values()] + [row for row, _ in REJECTED.values() if "S" in row["sk"]]
+    rows = [_in_shards(row, settings) for row in rows]
+    if shards == 2:
+        assert {r["pk"]["S"] for r in rows} >= {"scheduler#0", "scheduler#1"}
     # a row of another partition (a typo'd pk): never delivered, but not silently ignored either
     foreign = item(encode_sk(DUE, "foreign"), m(k=s("v")), pk="Scheduler")
     rows.append(foreign)
     expected = {row["sk"]["S"]: int(row["sk"]["S"][:13]) for row, _ in VALID.values()}
-    run = run_items(rows, expected)
+    run = run_items(rows, expected, settings=settings)
     out = run.outcome
     assert out.lost == [] and out.early == [] and out.unexpected == [], (out.lost, out.early, out.unexpected)
     assert out.errors == []
