@@ -246,14 +246,14 @@ def quiet_logs():
     obs.set_stream(None)
 
 
-@settings(max_examples=350, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scenarios(), st.data())
 def test_arming_and_delivery_under_interleavings(scenario, data):
     start, pre, acts = scenario
     run_scenario(start, pre, acts, data)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scenarios(), st.data())
 def test_arming_and_delivery_under_interleavings_with_two_shards(scenario, data):
     """The same races with the tasks spread over two partitions, which the poller reads together."""
