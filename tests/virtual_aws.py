@@ -164,6 +164,20 @@ class Outcome:
         """Keys whose duplicates do not share one event id."""
         return sorted(k for k, v in self.by_key.items() if len({d.event["event_id"] for d in v}) != 1)
 
+    def violations(self) -> list[str]:
+        """What breaks invariants 1, 2 and 4-5 here: rows lost, events early, deliveries of rows
+        cancelled or never written, duplicates of one row with different event ids."""
+        out = []
+        if self.lost:
+            out.append(f"lost {self.lost}")
+        if self.early:
+            out.append(f"early {self.early}")
+        if self.unexpected:
+            out.append(f"unexpected {self.unexpected}")
+        if self.split_ids:
+            out.append(f"duplicates with different ids {self.split_ids}")
+        return out
+
     @property
     def max_lateness_ms(self) -> int:
         firsts = [min(v, key=lambda d: d.sent_ms) for v in self.by_key.values()]

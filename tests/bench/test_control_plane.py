@@ -3,17 +3,15 @@ one bucket for every function, a ThrottlingException over it, and the handlers' 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 from botocore.exceptions import ClientError
 
 from punctual.bench.control_plane import ControlPlaneQuota, throttling_error
 from punctual.bench.models import Models
-from punctual.bench.punctual_sim import EVENTS_THROTTLED_PREFIX, PunctualSim
-from punctual.bench.scenarios import Scenario
+from punctual.bench.punctual_sim import EVENTS_THROTTLED_PREFIX
 from punctual.core.errors import is_retryable
 from punctual.core.retry import call_with_retry
+from tests.bench.sim_support import bare_sim, time_in_consumer
 
 T0 = 1_798_761_600_000
 
@@ -40,23 +38,17 @@ def test_a_handler_over_the_quota_is_throttled_and_backs_off():
     refused until it refills (50 a second); the retry policy's backoff gets every one through."""
     models = Models(api_latency_ms={"dynamodb": (3, 8), "sqs": (5, 15), "events": (1, 1)}, client_cpu_scale=0.0,
                     cold_start_ms=(0, 0))
-    sim = PunctualSim(Scenario("t", "", [0], [60_000], 120_000), models, seed=1, backend="fake")
-    sim._setup_fake()
-    sim.frozen = SimpleNamespace(move_to=lambda _: None)
-    took: dict[str, int] = {}
+    sim = bare_sim(models)
 
-    def body() -> None:
-        start = sim.engine.now
+    def calls() -> None:
         for _ in range(60):
             call_with_retry(lambda: sim.h_events.describe_rule(Name=sim.settings.rule_name), sim.clock)
-        took["ms"] = sim.engine.now - start
 
-    sim._invoke("consumer", sim.engine.now, body, lambda proc: None)
-    sim.engine.run(sim.engine.now + 60_000)
+    took = time_in_consumer(sim, calls)
     throttled = sim.result.counters[f"{EVENTS_THROTTLED_PREFIX}consumer:DescribeRule"]
     assert throttled > 0
     assert sim.result.requests[("consumer", "events.DescribeRule")] == 60  # every call got through
-    assert took["ms"] >= (60 - 50) * 20 * 0.9  # the last ten waited for tokens at 50 a second
+    assert took >= (60 - 50) * 20 * 0.9  # the last ten waited for tokens at 50 a second
 
 
 @pytest.mark.parametrize("tps", [0, 50])

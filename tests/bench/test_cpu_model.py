@@ -3,16 +3,13 @@ memory, charged in full inside a parallel section (the GIL), and what the simula
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from punctual.bench import cpu
 from punctual.bench.client_cpu_table import OPS
 from punctual.bench.models import Models
-from punctual.bench.punctual_sim import PunctualSim
-from punctual.bench.scenarios import Scenario
 from punctual.core.parallel import pmap, run_in_order
+from tests.bench.sim_support import bare_sim, time_in_consumer
 
 
 def test_memory_gives_a_share_of_one_vcpu_and_never_more():
@@ -72,21 +69,14 @@ def _section_ms(scale: float, calls: int = 16) -> int:
     with a fixed 16 ms DynamoDB latency."""
     models = Models(api_latency_ms={"dynamodb": (16, 16), "sqs": (5, 15), "events": (20, 60)},
                     client_cpu_scale=scale, cold_start_ms=(0, 0))
-    sim = PunctualSim(Scenario("t", "", [0], [60_000], 120_000), models, seed=1, backend="fake")
-    sim._setup_fake()
-    sim.frozen = SimpleNamespace(move_to=lambda _: None)
-    took: dict[str, int] = {}
+    sim = bare_sim(models)
+    key = {"pk": {"S": "scheduler"}, "sk": {"S": "1798761660000#x"}}
 
-    def body() -> None:
-        start = sim.engine.now
-        key = {"pk": {"S": "scheduler"}, "sk": {"S": "1798761660000#x"}}
+    def section() -> None:
         with run_in_order():
             pmap(lambda _: sim.h_ddb.get_item(TableName=sim.settings.table_name, Key=key), range(calls), workers=16)
-        took["ms"] = sim.engine.now - start
 
-    sim._invoke("consumer", sim.engine.now, body, lambda proc: None)
-    sim.engine.run(sim.engine.now + 60_000)
-    return took["ms"]
+    return time_in_consumer(sim, section)
 
 
 def test_a_parallel_section_overlaps_latency_but_not_cpu():

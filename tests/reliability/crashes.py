@@ -158,15 +158,7 @@ def loss_matrix(backend: str = "fake") -> list[Case]:
 def check(case: Case) -> list[str]:
     """Invariant violations of one case (empty when all hold)."""
     o = case.outcome
-    problems = []
-    if o.lost:
-        problems.append(f"lost {o.lost}")
-    if o.early:
-        problems.append(f"early {o.early}")
-    if o.unexpected:
-        problems.append(f"unexpected {o.unexpected}")
-    if o.split_ids:
-        problems.append(f"duplicates with different ids {o.split_ids}")
+    problems = o.violations()
     if o.duplicates and not case.fired:
         problems.append("duplicates without a crash")
     if case.point is not None and not case.fired:

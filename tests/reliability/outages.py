@@ -103,15 +103,9 @@ class OutageCase:
 
 def problems(case: OutageCase) -> list[str]:
     """How ``case`` breaks the promise (empty when it keeps it)."""
-    o, out = case.outcome, []
-    if o.lost:
-        out.append(f"lost {len(o.lost)}")
-    if o.early:
-        out.append(f"early {len(o.early)}")
+    out = case.outcome.violations()
     if case.rejected_valid:
         out.append(f"valid rows rejected {case.rejected_valid}")
-    if o.unexpected or o.split_ids:
-        out.append(f"unexpected {o.unexpected} split ids {o.split_ids}")
     if case.late_after_recovery_ms() > AFTER_RECOVERY_MS:
         out.append(f"{case.late_after_recovery_ms() / 1000:.0f} s late after the recovery")
     if case.late_on_time_rows_ms() > ON_TIME_MS:

@@ -17,6 +17,18 @@ from tests.reliability.crashes import START, environment, put_row
 DUES = {"before": START + 2_000, "poison": START + 3_000, "after": START + 4_000}
 
 
+def _run(world: Any, editor: Any) -> Any:
+    """The scenario's three rows through ``editor``, until nothing is pending; nothing lost, early or
+    duplicated."""
+    world.editor = editor
+    for name, due in DUES.items():
+        put_row(world, encode_sk(due, name), {"task": name})
+    world.run_until(START + 3_600_000, stop=world.idle)
+    out = world.outcome({encode_sk(due, name): due for name, due in DUES.items()})
+    assert (out.lost, out.early, out.duplicates, out.unexpected) == ([], [], 0, [])
+    return out
+
+
 def test_a_record_failing_every_retry_is_given_up_alone_and_its_task_still_delivered() -> None:
     with environment("fake") as (world, _):
         poison_sk = encode_sk(DUES["poison"], "poison")
@@ -33,13 +45,7 @@ def test_a_record_failing_every_retry_is_given_up_alone_and_its_task_still_deliv
             failed = [*done["batchItemFailures"], {"itemIdentifier": records[i]["dynamodb"]["SequenceNumber"]}]
             return {"batchItemFailures": failed}
 
-        world.editor = editor
-        for name, due in DUES.items():
-            put_row(world, encode_sk(due, name), {"task": name})
-        world.run_until(START + 3_600_000, stop=world.idle)
-
-        out = world.outcome({encode_sk(due, name): due for name, due in DUES.items()})
-        assert (out.lost, out.early, out.duplicates, out.unexpected) == ([], [], 0, [])
+        out = _run(world, editor)
         # the whole batch first, then every retry from the checkpoint: poison and "after"
         assert attempts_on_poison == [3] + [2] * world.max_stream_retries
         dropped = [e for e in out.errors if "dropped" in e]
@@ -95,13 +101,7 @@ def test_a_record_whose_attempts_time_out_holds_the_rows_behind_it_about_a_minut
                 raise TimeoutError("Task timed out after 20.00 seconds")
             return process_stream(event, deps)
 
-        world.editor = editor
-        for name, due in DUES.items():
-            put_row(world, encode_sk(due, name), {"task": name})
-        world.run_until(START + 3_600_000, stop=world.idle)
-
-        out = world.outcome({encode_sk(due, name): due for name, due in DUES.items()})
-        assert (out.lost, out.early, out.duplicates, out.unexpected) == ([], [], 0, [])
+        out = _run(world, editor)
         assert attempts == [3, 2, 1]  # the batch, its half with the poison, the poison alone: 60 s
         notices = [int(datetime.fromisoformat(n["timestamp"]).timestamp() * 1000) for n in world.log.failure_notices]
         held = max(notices) - START  # the stream got the records at START
