@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from punctual.core import observability as obs
 from punctual.core.clock import sleep_until
 from punctual.core.consumer_rules import Pending, latest_pointers, not_yet_due
+from punctual.core.keys import decode_sk
 from punctual.core.models import DelayGroup, DeliveredEvent, RowRejected, Task, delivery_body, task_from_item
 from punctual.core.parallel import Skipped, pmap_or_stop
 from punctual.core.queues import Failed, Outgoing, send_all
@@ -175,8 +176,9 @@ def finish_deletes(deps: Deps, recs: list[Pending], report: ConsumeReport) -> No
 
 
 def _key_task(rec: Pending) -> Task:
+    """The row a delete-only pointer names (its key is all a delete needs)."""
     m = rec.message
-    return Task(pk=m.pk, sk=m.sk, id=m.sk.split("#", 1)[-1], due_ms=m.due_ms, payload={}, attempt=m.attempt)
+    return Task(pk=m.pk, sk=m.sk, id=decode_sk(m.sk).id, due_ms=m.due_ms, payload={}, attempt=m.attempt)
 
 
 def retry_later(deps: Deps, recs: list[Pending], report: ConsumeReport, delete_only: bool = False) -> None:
