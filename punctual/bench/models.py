@@ -82,6 +82,7 @@ class Models:
     # Client CPU of each AWS call the handlers make, as measured per call type and size by
     # bench/measure_client_cpu.py (punctual/bench/cpu.py), times this factor (0: no CPU model).
     client_cpu_scale: float = 1.0
+    consumer_memory_mb: int = 512
     # DynamoDB per-partition-key-value throughput (on for scenarios with throttling=True: firehose),
     # a token bucket holding this much of it; reads and writes are limited independently.
     ddb_partition_wcu_per_s: int = 1_000
@@ -158,6 +159,9 @@ SOURCES: dict[str, str] = {
     "shard'; order is kept per partition key. The construct sets 10 (EDITOR_PARALLELIZATION).",
     "api_latency_ms": "Assumption: in-region single-digit ms for DynamoDB ('single-digit millisecond "
     "performance'), ~10 ms for SQS, tens of ms for EventBridge control-plane calls.",
+    "consumer_memory_mb": "The construct's consumer memory (infra/construct.py CONSUMER_MEMORY_MB). Changing it here "
+    "models another size: the client CPU scales with it (one vCPU at 1,769 MB) and so does the price of every "
+    "ms the consumer runs or waits (Lambda bills GB-s); docs/benchmark.md, 'The consumer's memory and wake-early'.",
     "client_cpu_scale": "Measured (bench/measure_client_cpu.py, rerun by anyone; the table and its conditions in "
     "punctual/bench/client_cpu_table.py): time.process_time over 2,000 botocore calls per call type and size "
     "against a local HTTPS server answering canned responses, clients configured as the functions'. Charged to "

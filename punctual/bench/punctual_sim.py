@@ -69,6 +69,7 @@ class Invocation:
     cold: bool
     sent: int  # messages this invocation sent (0 = idle invocation)
     error: str | None
+    memory_mb: int | None = None  # None: the construct's size for ``fn`` (MEMORY_MB)
 
 
 @dataclass
@@ -449,8 +450,9 @@ class PunctualSim:
         ev.register(f"before-call.{svc}", before)
         ev.register(f"after-call.{svc}", after)
 
-    def _memory_mb(self) -> int:
-        return MEMORY_MB.get(self._actor("?"), 128)
+    def _memory_mb(self, fn: str | None = None) -> int:
+        fn = fn or self._actor("?")
+        return self.m.consumer_memory_mb if fn == "consumer" else MEMORY_MB.get(fn, 128)
 
     def _cpu_ms(self, proc: Process, ms: float) -> int:
         """The whole ms of client CPU ``proc`` spends now (the fraction is carried to its next call),
@@ -534,7 +536,7 @@ class PunctualSim:
                     self.result.counters[f"handler_error:{fn}:{type(proc.error).__name__}:{str(proc.error)[:80]}"] += 1
             self.result.invocations.append(
                 Invocation(fn, start - EPOCH_MS, proc.ended_ms - proc.started_ms + init_ms, cold,
-                           proc.info.get("sent", 0), err))
+                           proc.info.get("sent", 0), err, self._memory_mb(fn)))
             on_done(proc)
 
         def run() -> Any:

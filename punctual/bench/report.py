@@ -73,11 +73,11 @@ def summarize(r: RunResult) -> Summary:
     gb_s = 0.0
     by_fn: defaultdict[str, float] = defaultdict(float)  # USD, not a count
     for inv in r.invocations:
-        mem = MEMORY_MB.get(inv.fn, 128)
+        mem = inv.memory_mb or MEMORY_MB.get(inv.fn, 128)
         g = max(1, inv.duration_ms) / 1000 * mem / 1024
         gb_s += g
         by_fn[inv.fn] += g * P.LAMBDA_GB_S_ARM64 + P.LAMBDA_REQUEST
-    platform_logs = sum(platform_log_bytes(MEMORY_MB.get(inv.fn, 128), inv.duration_ms, inv.cold)
+    platform_logs = sum(platform_log_bytes(inv.memory_mb or MEMORY_MB.get(inv.fn, 128), inv.duration_ms, inv.cold)
                         for inv in r.invocations)  # Lambda's START / END / REPORT lines
     parts = {
         "DynamoDB": r.ddb_wru * P.DDB_WRU + r.ddb_rru * P.DDB_RRU,

@@ -169,7 +169,19 @@ def metric(
     **properties: Any,
 ) -> None:
     """Emit one metric as EMF records (one, or one per :data:`EMF_MAX_VALUES` values): CloudWatch
-    extracts the metric from the log lines.
+    extracts the metric from the log lines. See :func:`metrics`."""
+    metrics(settings, [(name, unit, value)], timestamp_ms, **properties)
+
+
+def metrics(
+    settings: Settings,
+    values: Sequence[tuple[str, str, float | Sequence[float]]],
+    timestamp_ms: int | None = None,
+    **properties: Any,
+) -> None:
+    """Emit several metrics = (name, unit, value or values) in as few EMF records as the
+    specification allows (usually one line: an invocation's metrics share it, so the log bytes
+    are paid once; docs/benchmark.md, "Cost floors").
 
     Namespace and dimensions come from ``settings``: every metric carries exactly the dimension
     ``{INSTANCE_DIMENSION: settings.instance_name}``, the one the construct's ``Scheduler.metric``
@@ -180,7 +192,7 @@ def metric(
     for record in emf_records(
         settings.metrics_namespace,
         {INSTANCE_DIMENSION: settings.instance_name},
-        [(name, unit, value)],
+        values,
         timestamp_ms if timestamp_ms is not None else int(time.time() * 1000),
         {**properties, **(_invocation.get() or {})},
     ):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from .config import MAX_DELAY_SECONDS
-from .cron import minute_not_after, minute_not_before
+from .cron import ARM_MARGIN_MS, minute_not_after, minute_not_before, next_minute_after
 from .models import RowRejected, Task
 
 
@@ -192,6 +192,65 @@ def next_poll_minute(
     if orphan_check_ms is not None:
         candidates.append(minute_not_before(orphan_check_ms, now_ms))
     return min(candidates) if candidates else None
+
+
+def safety_net_minute(started_ms: int, orphan_grace_ms: int) -> int:
+    """The minute a poll starting at ``started_ms`` arms first, before it reads anything: a poll
+    follows even if this one dies (after the orphan grace, so it finds what this one sent)."""
+    return minute_not_before(started_ms + orphan_grace_ms, started_ms + ARM_MARGIN_MS)
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """What the next poll must cover once a poll has sent its window: the latest orphan check of
+    rows in flight (a poll after it finds a lost message) and the earliest due of rows left unsent
+    (a poll by its due - lead sends them)."""
+
+    orphan_check_ms: int | None = None
+    unsent_due_ms: int | None = None
+
+    def check_after(self, *checks: int | None) -> FollowUp:
+        """Also cover these orphan checks (the latest of all counts)."""
+        latest = max((c for c in (self.orphan_check_ms, *checks) if c is not None), default=None)
+        return FollowUp(latest, self.unsent_due_ms)
+
+    def unsent_by(self, *dues: int | None) -> FollowUp:
+        """Also send rows due at these times (the earliest of all counts)."""
+        earliest = min((d for d in (self.unsent_due_ms, *dues) if d is not None), default=None)
+        return FollowUp(self.orphan_check_ms, earliest)
+
+
+def after_send(plan: WindowPlan, skipped_dues: Sequence[int], failed_dues: Sequence[int], now_ms: int,
+               orphan_grace_ms: int) -> FollowUp:
+    """The follow-up of a window sent by ``plan``: its orphan checks; rows claimed by someone else
+    after the poll read them (``skipped_dues``: their sender may die before sending, so a poll
+    must follow their grace too); rows whose send failed for good (``failed_dues``: released,
+    unsent again)."""
+    skipped = max((max(d, now_ms) for d in skipped_dues), default=None)
+    follow = FollowUp(plan.orphan_check_ms)
+    if skipped is not None:
+        follow = follow.check_after(skipped + orphan_grace_ms)
+    return follow.unsent_by(*failed_dues)
+
+
+def minute_after_poll(now_ms: int, follow: FollowUp, next_due_ms: int | None, beyond_check_ms: int | None,
+                      lead_ms: int, armed_seen_ms: int | None, armed_now_ms: int | None) -> int | None:
+    """The minute a poll arms at its end (None: disable the rule): the earliest an unsent row needs
+    (``next_due_ms``: the first unsent row after the window, or ``follow``'s) and after the latest
+    orphan check (``follow``'s, or ``beyond_check_ms``: rows after the window already in flight).
+
+    ``armed_now_ms`` differing from ``armed_seen_ms``: someone (an editor) moved the arm since the
+    poll read it, maybe for a row the poll cannot see (inside its window): never later than that
+    arm (or than the earliest minute still safe to arm). An editor that only bumped the version
+    wanted a minute no earlier than the arm seen: its rows lie beyond the window, and
+    ``next_due_ms`` (read again) sees them."""
+    due = follow.unsent_by(next_due_ms).unsent_due_ms
+    check = follow.check_after(beyond_check_ms).orphan_check_ms
+    minute = next_poll_minute(now_ms + ARM_MARGIN_MS, due, check, lead_ms)
+    if armed_now_ms is not None and armed_now_ms != armed_seen_ms:
+        theirs = max(armed_now_ms, next_minute_after(now_ms + ARM_MARGIN_MS))
+        minute = theirs if minute is None else min(minute, theirs)
+    return minute
 
 
 # A group (one delay-queue message for many rows, docs/architecture.md "Groups") holds at most

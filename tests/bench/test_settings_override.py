@@ -24,3 +24,20 @@ def test_an_override_reaches_the_simulated_handlers():
                                backend="fake", settings=over)[0] for over in ({}, {"wake_early_ms": 0}))
     late = [sorted(min(t) - r.dues[i] for i, t in r.deliveries.items()) for r in (base, zero)]
     assert late[0][len(late[0]) // 2] < 50 < 200 < late[1][len(late[1]) // 2]
+
+
+def test_the_consumers_memory_prices_its_wait_and_speeds_its_calls():
+    """``--set consumer_memory_mb=N`` (the trade-off curve of docs/benchmark.md): a quick burst is
+    CPU-bound in the consumer (its per-row calls), so more memory delivers it sooner; every
+    consumer invocation is billed at the size it ran with."""
+    import dataclasses
+
+    from punctual.bench.report import summarize
+
+    runs = {mb: run_scenario("burst", seed=1, quick=True, models=dataclasses.replace(Models(), consumer_memory_mb=mb),
+                             strategies=("punctual",), backend="fake")[0] for mb in (512, 1024)}
+    p99 = {mb: sorted(min(t) - r.dues[i] for i, t in r.deliveries.items())[int(0.99 * r.n)] for mb, r in runs.items()}
+    assert p99[1024] < 0.7 * p99[512]
+    assert {inv.memory_mb for inv in runs[1024].invocations if inv.fn == "consumer"} == {1024}
+    consumer = {mb: summarize(r).cost_parts["(Lambda consumer)"] for mb, r in runs.items()}
+    assert consumer[1024] > consumer[512]

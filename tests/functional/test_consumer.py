@@ -74,8 +74,9 @@ def test_message_visible_early_waits_until_the_exact_ms(stack, frozen, logs):
     assert now_ms(stack) >= due  # the consumer slept through the clock
     assert stack.rows() == []
     [line] = [r for r in logs() if r.get("message") == "delivered"]
-    assert line["lateness_ms"] == 0 and line["event_id"] == event_id("scheduler", sk)
-    assert "payload" not in line
+    assert line["lateness_ms"] == [0] and line["keys"] == [sk] and line["pk"] == "scheduler"
+    assert event_id(line["pk"], line["keys"][0]) == ev["event_id"]
+    assert "payload" not in line and "payloads" not in line
     assert metric_values(logs(), "LatenessMs") == [[0]]
     assert metric_values(logs(), "Delivered") == [1]
 
@@ -137,9 +138,17 @@ def test_due_messages_of_a_batch_go_in_one_send_with_a_fence_and_a_delete_per_ro
     # each row: its fence (a conditional UpdateItem that also reads it) and a conditional delete
     assert (faults.count("UpdateItem"), faults.count("DeleteItem")) == (10, 10)
     assert faults.count("Query") == faults.count("BatchWriteItem") == 0
-    assert len(delivered(stack)) == 10
+    events = delivered(stack)
+    assert len(events) == 10
     [lateness] = metric_values(logs(), "LatenessMs")
     assert sorted(lateness) == list(range(991, 1001))
+    # one "delivered" line names the run's ten keys with their lateness, and one EMF record
+    # carries the invocation's metrics (log bytes per batch, not per event)
+    [line] = [r for r in logs() if r.get("message") == "delivered"]
+    assert line["count"] == 10 and sorted(line["lateness_ms"]) == list(range(991, 1001))
+    assert sorted(line["keys"]) == sorted(e["key"] for e in events)
+    [record] = [r for r in logs() if "_aws" in r]
+    assert record["Delivered"] == 10 and record["Dropped"] == 0
 
 
 def test_past_due_row_is_delivered_at_once_with_its_lateness(stack, frozen):

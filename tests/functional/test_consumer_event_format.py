@@ -62,7 +62,7 @@ def test_cdk_scheduler_format_keeps_the_consumers_log_line(stack, frozen):
     finally:
         obs.set_stream(None)
     [line] = [json.loads(x) for x in buf.getvalue().splitlines() if '"delivered"' in x and "_aws" not in x]
-    assert line["event_id"] == event_id("scheduler", sk) and line["lateness_ms"] == 0
+    assert event_id(line["pk"], line["keys"][0]) == event_id("scheduler", sk) and line["lateness_ms"] == [0]
 
 
 def test_a_payload_just_under_the_limit_as_dynamodb_json_is_delivered(stack, frozen):

@@ -585,7 +585,8 @@ def test_props_validated_like_settings(props, message):
 
 def test_metric_names_match_what_the_functions_emit():
     """The construct reads the metric names the handlers emit (EMF, the Instance dimension): each name is
-    emitted by an ``obs.metric`` call, as the shared constant or (until switched) the same literal."""
+    emitted by an ``obs.metric`` call, or as a (name, unit, value) entry of an ``obs.metrics`` call, as
+    the shared constant or (until switched) the same literal."""
     import re
     from pathlib import Path
 
@@ -595,7 +596,9 @@ def test_metric_names_match_what_the_functions_emit():
     roots = (Path(functions.__file__).parent, Path(punctual.core.__file__).parent)
     code = "\n".join(p.read_text() for root in roots for p in root.rglob("*.py") if p.name != "metrics_names.py")
     for name, constant in ((LATENESS_MS, "LATENESS_MS"), (REJECTED_ROWS, "REJECTED_ROWS")):
-        assert re.search(rf'obs\.metric\(\s*[\w.]+,\s*(?:"{name}"|(?:\w+\.)?{constant}\b)', code), name
+        named = rf'(?:"{name}"|(?:\w+\.)?{constant}\b)'
+        assert re.search(rf'obs\.metric\(\s*[\w.]+,\s*{named}', code) or (
+            "obs.metrics(" in code and re.search(rf'\(\s*{named},\s*"\w+",', code)), name
 
 
 def test_rule_dead_letter_queue_accepts_only_this_rule(demo):

@@ -229,3 +229,45 @@ def test_a_row_claimed_with_the_polls_own_token_is_resent_at_once_and_not_deferr
     plan = plan_window(T0, [mine], 900_000, 300_000, 5, own_token="evt-1")
     assert [(s.task.sk, s.resend) for s in plan.sends] == [(mine.sk, False)]  # not an orphan to defer
     assert row_state(mine.model_copy(update={"attempt": 5}), T0, 300_000, 5, own_token="evt-1") is RowState.EXHAUSTED
+
+
+# -- what a poll arms at its end (planning.after_send / minute_after_poll) ----------------------
+
+def test_a_poll_follows_the_grace_of_rows_someone_else_claimed_and_polls_for_released_rows():
+    from punctual.core.planning import after_send
+
+    # GIVEN a window plan with one row in flight (its orphan check), one row another sender
+    # claimed after the poll read it, and one row whose send failed for good (released)
+    plan = plan_window(T0, [task(T0 + 10_000, "flying", enqueued=T0 - 1_000, attempt=1)], W, GRACE, MAX)
+    # WHEN the poll works out its follow-up
+    follow = after_send(plan, skipped_dues=[T0 + 500_000], failed_dues=[T0 + 700_000, T0 + 600_000],
+                        now_ms=T0, orphan_grace_ms=GRACE)
+    # THEN the next poll comes after the skipped row's grace and by the earliest released row
+    assert follow.orphan_check_ms == T0 + 500_000 + GRACE
+    assert follow.unsent_due_ms == T0 + 600_000
+    # AND a skipped row already past due counts from now
+    assert after_send(plan_window(T0, [], W, GRACE, MAX), [T0 - 5_000], [], T0, GRACE).orphan_check_ms == T0 + GRACE
+
+
+def test_a_poll_never_arms_later_than_an_editors_arm_it_did_not_see():
+    from punctual.core.cron import next_minute_after
+    from punctual.core.planning import FollowUp, minute_after_poll
+
+    nothing = FollowUp()
+    # nothing pending: disable
+    assert minute_after_poll(T0, nothing, None, None, 120_000, None, None) is None
+    # the first unsent row beyond the window: its due - lead
+    due = T0 + 3_600_000
+    assert minute_after_poll(T0, nothing, due, None, 120_000, None, None) == due - 120_000
+    # an editor armed an earlier minute meanwhile (for a row the poll cannot see): keep it
+    editor = T0 + 5 * MINUTE_MS
+    assert minute_after_poll(T0, nothing, due, None, 120_000, None, editor) == editor
+    # ... but never a minute that has begun
+    assert minute_after_poll(T0, nothing, due, None, 120_000, T0 + MINUTE_MS, T0) == next_minute_after(T0 + 10_000)
+    # the arm unchanged since the poll read it: the poll's own plan
+    assert minute_after_poll(T0, nothing, due, None, 120_000, editor, editor) == due - 120_000
+    # rows in flight after the window: a poll after their orphan check
+    assert minute_after_poll(T0, FollowUp(T0 + 1_000_000), None, None, 120_000, None, None) == T0 + 17 * MINUTE_MS
+    # the follow-up's released row wins over a later first unsent row
+    assert minute_after_poll(T0, FollowUp(None, T0 + 600_000), due, None, 120_000, None, None) == \
+        T0 + 600_000 - 120_000

@@ -148,21 +148,18 @@ def _serve_controls(deps: Deps, report: ConsumeReport) -> None:
 
 
 def _emit_metrics(deps: Deps, report: ConsumeReport) -> None:
-    s, now = deps.settings, deps.clock.now_ms()
-    if report.delivered:
-        obs.metric(s, names.LATENESS_MS, [ev.lateness_ms for ev in report.delivered], unit="Milliseconds",
-                   timestamp_ms=now)
-    obs.metric(s, names.DELIVERED, len(report.delivered), timestamp_ms=now)
-    obs.metric(s, names.DROPPED, report.dropped, timestamp_ms=now)
-    if report.put_back:
-        obs.metric(s, names.PUT_BACK, report.put_back, timestamp_ms=now)
-    if report.poison:
-        obs.metric(s, names.POISON_MESSAGES, report.poison, timestamp_ms=now)
+    """The invocation's metrics, in one EMF record (the counts that are zero only when always sent)."""
     notices = sum(1 for c in report.controls if c.notice)
-    if notices:
-        obs.metric(s, names.FUNCTION_FAILURES, notices, timestamp_ms=now)
-    if len(report.controls) > notices:
-        obs.metric(s, names.POLL_REQUESTS, len(report.controls) - notices, timestamp_ms=now)
+    values: list[tuple[str, str, float | list[float]]] = [
+        (names.LATENESS_MS, "Milliseconds", [ev.lateness_ms for ev in report.delivered]),
+        (names.DELIVERED, "Count", len(report.delivered)),
+        (names.DROPPED, "Count", report.dropped),
+    ]
+    for name, count in ((names.PUT_BACK, report.put_back), (names.POISON_MESSAGES, report.poison),
+                        (names.FUNCTION_FAILURES, notices), (names.POLL_REQUESTS, len(report.controls) - notices)):
+        if count:
+            values.append((name, "Count", count))
+    obs.metrics(deps.settings, values, timestamp_ms=deps.clock.now_ms())
 
 
 def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:

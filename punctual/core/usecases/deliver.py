@@ -98,10 +98,11 @@ def send_events(deps: Deps, todo: list[tuple[Pending, Task]], report: ConsumeRep
            for i, (ev, (_, task)) in enumerate(zip(events, todo, strict=True))]
     failed = {f.ref: f for f in send_all(deps.sqs, s.delivery_queue_url, out, clock, workers=s.send_workers)}
     unsent: list[tuple[Pending, Task]] = []
+    sent: list[tuple[Pending, Task, DeliveredEvent]] = []
     for i, ((rec, task), ev) in enumerate(zip(todo, events, strict=True)):
         failure = failed.get(i)
         if failure is None:
-            _log_delivered(s.log_payloads, rec, ev)
+            sent.append((rec, task, ev))
             report.delivered.append(ev)
             report.undeleted.append((rec, task))
         elif failure.sender_fault:
@@ -110,18 +111,38 @@ def send_events(deps: Deps, todo: list[tuple[Pending, Task]], report: ConsumeRep
             obs.log("ERROR", "delivery send failed; retried later", message_id=rec.message_id, sk=task.sk,
                     code=failure.code, error=failure.message)
             unsent.append((rec, task))
+    _log_delivered(s.log_payloads, sent)
     _retry_unsent(deps, unsent, report)
 
 
-def _log_delivered(log_payloads: bool, rec: Pending, ev: DeliveredEvent) -> None:
-    fields: dict[str, Any] = dict(
-        message_id=rec.message_id, event_id=ev.event_id, id=ev.id, key=ev.key, due=ev.due,
-        due_ms=ev.due_ms, delivered_at=ev.delivered_at, delivered_at_ms=ev.delivered_at_ms,
-        lateness_ms=ev.lateness_ms, attempt=ev.attempt, send_attempt=rec.message.attempt,
-    )
+# Deliveries named by one "delivered" line at most (a line stays far below CloudWatch Logs' 256 KB).
+LOG_LINE_DELIVERIES = 500
+
+
+def _log_delivered(log_payloads: bool, sent: list[tuple[Pending, Task, DeliveredEvent]]) -> None:
+    """One "delivered" line per run and partition (every :data:`LOG_LINE_DELIVERIES`), not per event:
+    the keys and their lateness in order, the run's one delivery time, the delay-queue messages.
+    A row's ``event_id`` is a function of its pk and key (models.event_id). The log bytes of a task
+    due with others are then a few dozen (docs/benchmark.md, "Cost floors"). With ``log_payloads``
+    every event gets its own line, payload included (a debugging aid)."""
     if log_payloads:
-        fields["payload"] = ev.payload
-    obs.log("INFO", "delivered", **fields)
+        for rec, _, ev in sent:
+            obs.log("INFO", "delivered", message_id=rec.message_id, event_id=ev.event_id, key=ev.key,
+                    due_ms=ev.due_ms, delivered_at_ms=ev.delivered_at_ms, lateness_ms=ev.lateness_ms,
+                    attempt=ev.attempt, send_attempt=rec.message.attempt, payload=ev.payload)
+        return
+    by_pk: dict[str, list[tuple[Pending, DeliveredEvent]]] = defaultdict(list)
+    for rec, task, ev in sent:
+        by_pk[task.pk].append((rec, ev))
+    for pk, pairs in by_pk.items():
+        for i in range(0, len(pairs), LOG_LINE_DELIVERIES):
+            part = pairs[i:i + LOG_LINE_DELIVERIES]
+            fields: dict[str, Any] = dict(
+                pk=pk, count=len(part), delivered_at_ms=part[0][1].delivered_at_ms, keys=[ev.key for _, ev in part],
+                lateness_ms=[ev.lateness_ms for _, ev in part], message_ids=sorted({rec.message_id for rec, _ in part}))
+            if any(ev.attempt != 1 for _, ev in part):  # redelivered by SQS (a crash or a timeout before)
+                fields["attempts"] = [ev.attempt for _, ev in part]
+            obs.log("INFO", "delivered", **fields)
 
 
 def _refused(deps: Deps, rec: Pending, task: Task, failure: Failed, report: ConsumeReport) -> None:

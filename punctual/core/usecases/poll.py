@@ -15,6 +15,7 @@ from typing import Any
 
 from punctual.core import observability as obs
 from punctual.core.arming import (
+    ArmState,
     PollInProgress,
     arm_no_later_than,
     compare_and_set,
@@ -22,19 +23,22 @@ from punctual.core.arming import (
     release_lease,
     sync_rule,
 )
-from punctual.core.cron import ARM_MARGIN_MS, minute_not_before, next_minute_after, one_shot_cron
+from punctual.core.cron import ARM_MARGIN_MS, next_minute_after, one_shot_cron
 from punctual.core.keys import after_window_key, window_upper_key
 from punctual.core.metrics_names import ORPHANS_DEFERRED
-from punctual.core.models import RowRejected, Task, task_from_item
+from punctual.core.models import RowRejected, task_from_item
 from punctual.core.planning import (
+    FollowUp,
     RowState,
     WindowPlan,
+    after_send,
     defer_orphans,
-    next_poll_minute,
+    minute_after_poll,
     orphan_check_of,
     orphan_count,
     plan_window,
     row_state,
+    safety_net_minute,
     undeliverable,
 )
 from punctual.core.queues import backlog_messages
@@ -181,29 +185,28 @@ def _after_failure(deps: Deps, started: int, exc: Exception) -> None:
             obs.log("ERROR", f"poll failed and could not {step}", error=f"{type(err).__name__}: {str(err)[:200]}")
 
 
-def _poll(deps: Deps, token: str | None, started: int) -> PollReport:
+def _take_lease(deps: Deps, token: str | None, started: int) -> ArmState:
+    """The poll's first write: arm a safety-net poll (if this invocation dies anywhere below, a poll
+    still follows) and take the lease (a poll that started more than poll_lease ago is dead: its
+    Lambda timed out); :class:`PollInProgress` when another poll holds it. Returns the meta row as
+    applied to the rule (its version)."""
     s, clock = deps.settings, deps.clock
-    report = PollReport(started_ms=started, window_end_ms=started + s.window_ms)
+    state = arm_no_later_than(deps.ddb, s, clock, safety_net_minute(started, s.orphan_grace_ms),
+                              replace_before_ms=started + 1, polling_since_ms=started,
+                              lease_cut_ms=started - s.poll_lease_ms + 1, lease_token=token)
+    return sync_rule(deps.ddb, deps.events, s, clock, state)
 
-    # 1. Safety net first: if this invocation dies anywhere below, a poll still follows.
-    safety = minute_not_before(started + s.orphan_grace_ms, started + ARM_MARGIN_MS)
-    try:
-        # the lease: a poll that started more than poll_lease ago is dead (its Lambda timed out)
-        state = arm_no_later_than(deps.ddb, s, clock, safety, replace_before_ms=started + 1,
-                                  polling_since_ms=started, lease_cut_ms=started - s.poll_lease_ms + 1,
-                                  lease_token=token)
-    except PollInProgress as running:
-        return _defer_to_running_poll(deps, report, running)
-    state = sync_rule(deps.ddb, deps.events, s, clock, state)  # the meta row as applied (its version)
 
-    # 2-3. The window, from the oldest row (past due counts) to its end.
+def _send_window(deps: Deps, token: str | None, report: PollReport) -> FollowUp:
+    """Read the window (past-due rows count), reject what must be, claim and send new rows and
+    orphans; what the next poll must cover."""
+    s, clock, started = deps.settings, deps.clock, report.started_ms
     rows = dict(
         ((task.pk, task.sk), (item, task))
         for item, task in _valid_tasks(deps, _window(deps, report.window_end_ms), report, "poller")
     )
-    tasks: list[Task] = [task for _, task in rows.values()]
-    plan = plan_window(started, tasks, s.window_ms, s.orphan_grace_ms, s.max_attempts, s.wake_early_ms,
-                       own_token=token)
+    plan = plan_window(started, [task for _, task in rows.values()], s.window_ms, s.orphan_grace_ms,
+                       s.max_attempts, s.wake_early_ms, own_token=token)
     plan = _unless_backlogged(deps, plan, started, report)
     report.in_flight = plan.in_flight
     for task in plan.exhausted:
@@ -211,55 +214,46 @@ def _poll(deps: Deps, token: str | None, started: int) -> PollReport:
         report.rejected += 1
     sent = claim_and_send(deps.ddb, deps.sqs, s, clock, [send.task for send in plan.sends], token=token)
     report.sent, report.skipped, report.failed = len(sent.sent), len(sent.skipped), len(sent.failed)
-    orphan_check = plan.orphan_check_ms
-    if sent.skipped:
-        # Claimed by someone else (the editor, an overlapping poll) after we read them: their
-        # sender may die before sending, so a poll must follow their grace too.
-        skipped_check = max(max(t.due_ms, clock.now_ms()) for t in sent.skipped) + s.orphan_grace_ms
-        orphan_check = max(orphan_check or 0, skipped_check)
-    # Released rows (their send failed for good) are unsent again: the next poll must come
-    # by their due time - lead like any unsent row (the next minute when that has passed).
-    unsent_due = min((t.due_ms for t in sent.failed), default=None)
+    return after_send(plan, [t.due_ms for t in sent.skipped], [t.due_ms for t in sent.failed], clock.now_ms(),
+                      s.orphan_grace_ms)
 
-    # 4. Next poll: compare-and-set against the version we armed, re-plan on conflict.
+
+def _replan(deps: Deps, report: PollReport, follow: FollowUp) -> FollowUp:
+    """After a failed compare-and-set: an editor wrote meanwhile and may have sent rows inside the
+    window, whose orphan checks the next poll must cover, or left some unsent (a poll soon). Re-read
+    the window (claims only; no sends)."""
+    s, clock = deps.settings, deps.clock
+    again = plan_window(clock.now_ms(),
+                        (t for _, t in _valid_tasks(deps, _window(deps, report.window_end_ms), report, "poller")),
+                        s.window_ms, s.orphan_grace_ms, s.max_attempts)
+    return follow.check_after(again.orphan_check_ms).unsent_by(*(send.task.due_ms for send in again.sends))
+
+
+def _arm_next(deps: Deps, report: PollReport, state: ArmState, follow: FollowUp) -> ArmState:
+    """Compare-and-set the next poll against the version this poll armed; re-plan on conflict."""
+    s, clock = deps.settings, deps.clock
     seen_armed = state.armed_ms
     for _ in range(CAS_ROUNDS):
         next_due, beyond_check = _first_unsent_after(deps, report.window_end_ms, report)
-        if unsent_due is not None:
-            next_due = unsent_due if next_due is None else min(next_due, unsent_due)
-        checks = [c for c in (orphan_check, beyond_check) if c is not None]
-        now = clock.now_ms()
-        minute = next_poll_minute(now + ARM_MARGIN_MS, next_due, max(checks) if checks else None, s.lead_ms)
-        if state.armed_ms is not None and state.armed_ms != seen_armed:
-            # Someone (an editor) moved the arm since we read it: it may be for a row we cannot
-            # see (e.g. inside our window); never move the rule later than that arm (or than the
-            # earliest minute still safe to arm). An editor that only bumped the version wanted
-            # a minute no earlier than the arm we saw: its rows lie beyond our window, and the
-            # re-query above sees them.
-            theirs = max(state.armed_ms, next_minute_after(now + ARM_MARGIN_MS))
-            minute = theirs if minute is None else min(minute, theirs)
+        minute = minute_after_poll(clock.now_ms(), follow, next_due, beyond_check, s.lead_ms, seen_armed,
+                                   state.armed_ms)
         written = compare_and_set(deps.ddb, s, clock, state.version, minute)
         if written is not None:
             report.next_minute_ms = minute
-            break
-        # An editor wrote meanwhile: it may also have sent rows inside our window, whose
-        # orphan checks we must keep covering. Re-read the window (claims only; no sends).
+            return written
         state = read_arm(deps.ddb, s, clock)
-        again = plan_window(
-            clock.now_ms(),
-            (t for _, t in _valid_tasks(deps, _window(deps, report.window_end_ms), report, "poller")),
-            s.window_ms, s.orphan_grace_ms, s.max_attempts,
-        )
-        checks = [c for c in (orphan_check, again.orphan_check_ms) if c is not None]
-        orphan_check = max(checks) if checks else None
-        # Rows of our window that are (again) unsent, e.g. the editor's: poll for them soon.
-        unsent = min((send.task.due_ms for send in again.sends), default=None)
-        if unsent is not None:
-            unsent_due = unsent if unsent_due is None else min(unsent_due, unsent)
-    else:
-        raise RuntimeError("could not arm the rule: the meta row kept changing")
+        follow = _replan(deps, report, follow)
+    raise RuntimeError("could not arm the rule: the meta row kept changing")
 
-    # 5. Apply to the rule (converges with concurrent editors).
-    sync_rule(deps.ddb, deps.events, s, clock, written)
+
+def _poll(deps: Deps, token: str | None, started: int) -> PollReport:
+    report = PollReport(started_ms=started, window_end_ms=started + deps.settings.window_ms)
+    try:
+        state = _take_lease(deps, token, started)  # 1. safety net and lease
+    except PollInProgress as running:
+        return _defer_to_running_poll(deps, report, running)
+    follow = _send_window(deps, token, report)  # 2-3. the window
+    written = _arm_next(deps, report, state, follow)  # 4. the next poll
+    sync_rule(deps.ddb, deps.events, deps.settings, deps.clock, written)  # 5. converges with editors
     obs.log("INFO", "poll done", **report.summary(), window_end_ms=report.window_end_ms)
     return report
