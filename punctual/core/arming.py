@@ -215,6 +215,28 @@ def _rule_is(events: EventBridgeClient, s: Settings, clock: Clock, armed_ms: int
     return rule.get("State") == "ENABLED" and rule.get("ScheduleExpression") == one_shot_cron(armed_ms)
 
 
+@dataclass
+class RuleSeen:
+    """What this execution environment last knew the rule to hold: the meta row's (version,
+    armed_ms) it read when the rule matched it (a DescribeRule, or its own :func:`sync_rule`).
+    Every writer bumps the version before it changes the rule, so while the row still holds that
+    version the rule has not been re-armed since and an editor need not ask EventBridge again:
+    DescribeRule (a control-plane call, rate-limited per account) once per environment and arm
+    change, never per task (docs/architecture.md, "Arming").
+
+    One execution environment's memory (runtime.Deps), never shared: another environment checks
+    for itself."""
+
+    version: int | None = None
+    armed_ms: int | None = None
+
+    def holds(self, state: ArmState) -> bool:
+        return self.version == state.version and self.armed_ms == state.armed_ms
+
+    def note(self, state: ArmState) -> None:
+        self.version, self.armed_ms = state.version, state.armed_ms
+
+
 def rule_matches(events: EventBridgeClient, s: Settings, clock: Clock, state: ArmState) -> bool:
     """Is the rule armed as the row says? (A writer may have died between the two.)"""
     return _rule_is(events, s, clock, state.armed_ms)
