@@ -91,9 +91,11 @@ class Models:
     # The producer's SDK retrying its throttled PutItem: base * 2^(attempt - 1), up to this many attempts...
     sdk_retry_base_ms: int = 50
     sdk_max_attempts: int = 10
-    # Faults scenario: share of AWS calls failing, and of calls after which the function dies.
-    fault_call_failure_rate: float = 0.0
-    fault_crash_rate: float = 0.0
+    # Faults scenario only (other scenarios inject none): share of AWS calls failing, and of calls
+    # after which the function dies; `--set fault_call_failure_rate=0 --set fault_crash_rate=0` leaves
+    # the scenario's outages alone.
+    fault_call_failure_rate: float = 0.01
+    fault_crash_rate: float = 0.002
 
     def with_overrides(self, pairs: list[str]) -> Models:
         kinds = {f.name: f for f in fields(self)}

@@ -62,6 +62,15 @@ MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's 
 
 
 @dataclass
+class _Environment:
+    """A Lambda execution environment: free since ``free_ms``, with what it keeps between
+    invocations (its Deps)."""
+
+    free_ms: int
+    deps: Deps
+
+
+@dataclass
 class Invocation:
     fn: str
     start_ms: int
@@ -135,8 +144,9 @@ class PunctualSim:
         self.sk_index: dict[str, int] = {}
         self._freeze_synced = EPOCH_MS
         self.sqs_view_ms: int | None = None
-        # Lambda execution environments: fn -> list of free-since times
-        self.warm: dict[str, list[int]] = defaultdict(list)
+        # Lambda execution environments kept warm: fn -> those free now, each with its own Deps (what a
+        # container keeps between invocations, e.g. arming.RuleSeen)
+        self.warm: dict[str, list[_Environment]] = defaultdict(list)
         self.lost_message_ids: set[str | None] = set()
         self.faults_on = scenario.faults
         self.outages: list[Outage] = []  # made once the queues exist (_set_up)
@@ -171,27 +181,31 @@ class PunctualSim:
             max_concurrency=m.esm_max_concurrency, lost=lambda msg: msg["MessageId"] in self.lost_message_ids,
             counters=counters)
 
-    def _invoker(self, fn: str, run: Callable[[dict[str, Any]], Any]) -> Invoke:
-        """An event source's invoke: ``run(event)`` as an invocation of ``fn`` (a process of the engine)."""
+    def _invoker(self, fn: str, run: Callable[[dict[str, Any], Deps], Any]) -> Invoke:
+        """An event source's invoke: ``run(event, deps)`` as an invocation of ``fn`` (a process of the
+        engine), with the Deps of the environment it runs in."""
         def invoke(event: dict[str, Any], done: Callable[[Any, BaseException | None], None]) -> None:
-            self._invoke(fn, self.engine.now, lambda: run(event), lambda proc: done(proc.result, proc.error))
+            self._invoke(fn, self.engine.now, lambda deps: run(event, deps), lambda proc: done(proc.result, proc.error))
 
         return invoke
 
-    def _run_poller(self, event: dict[str, Any]) -> Any:
+    @staticmethod
+    def _run_poller(event: dict[str, Any], deps: Deps) -> Any:
         from punctual.core.usecases.poll import poll
 
-        return poll(self.deps, event["id"])
+        return poll(deps, event["id"])
 
-    def _run_editor(self, event: dict[str, Any]) -> Any:
+    @staticmethod
+    def _run_editor(event: dict[str, Any], deps: Deps) -> Any:
         from punctual.core.usecases import process_stream
 
-        return process_stream.process_stream(event, self.deps)
+        return process_stream.process_stream(event, deps)
 
-    def _run_consumer(self, event: dict[str, Any]) -> Any:
+    @staticmethod
+    def _run_consumer(event: dict[str, Any], deps: Deps) -> Any:
         from punctual.core.usecases.consume import consume
 
-        return consume(event, self.deps)
+        return consume(event, deps)
 
     def _rule_event(self, n: int, minute: int) -> dict[str, Any]:
         """The n-th firing's event; its id is the invocation's token (the same in its retries)."""
@@ -312,7 +326,6 @@ class PunctualSim:
             self._hook(c, handler=True)
         self._hook(self.user_ddb, handler=False, actor="user")
         self._hook(self.esm_sqs, handler=False, actor="lambda-sqs-poller")
-        self.deps = self._handler_deps()
 
     def _handler_deps(self) -> Deps:
         """The handlers' Deps over the recording clients (typed as the boto3 clients they stand in for)."""
@@ -364,7 +377,6 @@ class PunctualSim:
         self._hook(self.user_ddb, handler=False, actor="user")
         self._hook(self.esm_sqs, handler=False, actor="lambda-sqs-poller")
         self._hook(self.streams, handler=False, actor="lambda-stream-poller")
-        self.deps = self._handler_deps()
         shard = self.streams.describe_stream(StreamArn=self.table_arn_stream)["StreamDescription"]["Shards"][0]
         self.shard_id = shard["ShardId"]
         self.shard_iter = self.streams.get_shard_iterator(
@@ -515,20 +527,22 @@ class PunctualSim:
 
     # ---------------------------------------------------------------- Lambda invocations
     def _invoke(self, fn: str, t_ms: int, body: Any, on_done: Any) -> None:
-        """Start ``fn`` at ``t_ms`` in a warm environment if one is free, else after a cold start."""
+        """Start ``fn`` at ``t_ms`` in a warm environment if one is free, else after a cold start (a
+        new environment: new Deps). ``body(deps)`` runs with the environment's Deps."""
         pool = self.warm[fn]
-        pool[:] = [free for free in pool if t_ms - free <= self.m.warm_idle_ms]
-        cold = True
-        for k, free in enumerate(pool):
-            if free <= t_ms:
-                pool.pop(k)
-                cold = False
-                break
+        pool[:] = [env for env in pool if t_ms - env.free_ms <= self.m.warm_idle_ms]
+        env = next((e for e in pool if e.free_ms <= t_ms), None)
+        cold = env is None
+        if env is None:
+            env = _Environment(t_ms, self._handler_deps())
+        else:
+            pool.remove(env)
         start = t_ms + (0 if not cold else self._u(self.m.cold_start_ms))
         init_ms = start - t_ms
 
         def done(proc: Process) -> None:
-            self.warm[fn].append(proc.ended_ms)
+            env.free_ms = proc.ended_ms
+            self.warm[fn].append(env)
             err = None
             if proc.error is not None:
                 err = type(proc.error).__name__
@@ -545,7 +559,7 @@ class PunctualSim:
             proc.info["fn"] = fn
             self.running[fn] += 1
             try:
-                return body()
+                return body(env.deps)
             finally:
                 self.running[fn] -= 1
 

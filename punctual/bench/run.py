@@ -11,7 +11,6 @@ import tempfile
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
-from typing import Any
 
 from . import prices
 from .alternatives import eventbridge_scheduler
@@ -33,7 +32,6 @@ EXPERIMENTS: dict[str, dict[str, int]] = {
     "punctual-wake0": {"wake_early_ms": 0},
     "punctual-per-row": {"group_span_ms": 0},
 }
-FAULT_RATES: dict[str, Any] = {"fault_call_failure_rate": 0.01, "fault_crash_rate": 0.002}
 # SQS delay timers: "on-time" (what AWS documents: visible when DelaySeconds elapse, the default),
 # "early" (a stress reading, an assumption: up to EARLY_READING_MS before), "both" runs every strategy
 # under each, the documented one first (see SOURCES["sqs_early_max_ms"]).
@@ -121,7 +119,7 @@ def run_scenario(name: str, seed: int, quick: bool, models: Models, strategies=S
                  tasks: int | None = None, backend: str = "moto",
                  settings: dict[str, int] | None = None, rate: int | None = None) -> list[RunResult]:
     sc = build(name, seed, quick=quick, n=tasks, rate=rate)
-    m = replace(models, **FAULT_RATES) if sc.faults else models
+    m = models  # the fault rates apply to the faults scenario only (the simulators check sc.faults)
     out: list[RunResult] = []
     for strategy in strategies:
         started = time.perf_counter()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import observability as obs
 from .clock import Clock
 from .config import META_ARM_SK, META_PK, RULE_DESCRIPTION, Settings
-from .cron import next_minute_after, one_shot_cron
+from .cron import floor_minute, next_minute_after, one_shot_cron, parse_one_shot_cron
 from .retry import call_with_retry
 from .store import conditional_update
 
@@ -213,6 +213,54 @@ def _rule_is(events: EventBridgeClient, s: Settings, clock: Clock, armed_ms: int
     if armed_ms is None:
         return rule.get("State") == "DISABLED"
     return rule.get("State") == "ENABLED" and rule.get("ScheduleExpression") == one_shot_cron(armed_ms)
+
+
+def arm_rule_no_later_than(events: EventBridgeClient, s: Settings, clock: Clock, minute_ms: int) -> None:
+    """Arm the rule alone (the table is failing) for a poll by ``minute_ms``, never later than what
+    it holds: a rule enabled for the current minute (its firing may be pending: EventBridge fires
+    anywhere in the minute) or a later one no later than ``minute_ms`` already promises that poll
+    and is left. Moving it later would cancel the earlier poll, and while the table fails nothing
+    else brings it back (a request for a task due hours later moved the rule off the minute in
+    progress and stalled the schedule for 20 minutes in the bench's faults scenario). One
+    DescribeRule: this runs only while the table fails."""
+    rule = call_with_retry(lambda: events.describe_rule(Name=s.rule_name), clock)
+    held = _enabled_minute(rule)
+    if held is not None and floor_minute(clock.now_ms()) <= held <= minute_ms:
+        obs.log("INFO", "rule already armed earlier", armed_ms=held, wanted_ms=minute_ms)
+        return
+    apply_rule(events, s, clock, minute_ms)
+
+
+def _enabled_minute(rule: Any) -> int | None:
+    """The minute an enabled one-shot rule fires in; None when disabled or not a one-shot cron."""
+    if rule.get("State") != "ENABLED":
+        return None
+    try:
+        return parse_one_shot_cron(str(rule.get("ScheduleExpression", "")))
+    except ValueError:
+        return None
+
+
+@dataclass
+class RuleSeen:
+    """What this execution environment last knew the rule to hold: the meta row's (version,
+    armed_ms) it read when the rule matched it (a DescribeRule, or its own :func:`sync_rule`).
+    Every writer bumps the version before it changes the rule, so while the row still holds that
+    version the rule has not been re-armed since and an editor need not ask EventBridge again:
+    DescribeRule (a control-plane call, rate-limited per account) once per environment and arm
+    change, never per task (docs/architecture.md, "Arming").
+
+    One execution environment's memory (runtime.Deps), never shared: another environment checks
+    for itself."""
+
+    version: int | None = None
+    armed_ms: int | None = None
+
+    def holds(self, state: ArmState) -> bool:
+        return self.version == state.version and self.armed_ms == state.armed_ms
+
+    def note(self, state: ArmState) -> None:
+        self.version, self.armed_ms = state.version, state.armed_ms
 
 
 def rule_matches(events: EventBridgeClient, s: Settings, clock: Clock, state: ArmState) -> bool:

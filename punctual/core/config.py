@@ -70,6 +70,10 @@ class Settings:
     # send, receive and delete, one consumer invocation; docs/architecture.md, "Groups").
     # 0 = one message per row. At most MAX_GROUP_SPAN_MS (the consumer waits through a group).
     group_span_ms: int = 1000
+    # A consumer invocation delivers at most this many rows of the messages it received at once
+    # (more when its first message alone holds more); it hands the other messages straight back to
+    # the delay queue for other invocations (consumer_rules.hand_off; docs/architecture.md "Groups").
+    consumer_max_rows: int = 1000
     # Shape of each delivery-queue message body: one of EVENT_FORMATS.
     event_format: str = "punctual"
     # Log lines below this level are not written (observability.LEVELS; metrics always are).
@@ -100,6 +104,8 @@ class Settings:
             raise ValueError("send_workers must be >= 1")
         if not 0 <= self.group_span_ms <= MAX_GROUP_SPAN_MS:
             raise ValueError(f"group_span_ms must be 0..{MAX_GROUP_SPAN_MS}, got {self.group_span_ms}")
+        if self.consumer_max_rows < 1:
+            raise ValueError(f"consumer_max_rows must be >= 1, got {self.consumer_max_rows}")
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
         if self.event_format not in EVENT_FORMATS:
@@ -168,6 +174,7 @@ ENV: dict[str, str] = {
     "instance_name": "PUNCTUAL_INSTANCE_NAME",
     "send_workers": "PUNCTUAL_SEND_WORKERS",
     "group_span_ms": "PUNCTUAL_GROUP_SPAN_MS",
+    "consumer_max_rows": "PUNCTUAL_CONSUMER_MAX_ROWS",
     "event_format": "PUNCTUAL_EVENT_FORMAT",
     "log_level": "PUNCTUAL_LOG_LEVEL",
 }

@@ -261,6 +261,34 @@ def plan_consume(records: Iterable[Pending], now_ms: int, max_wait_ms: int) -> C
     return plan
 
 
+# A message is handed to another invocation at most until its receive count reaches this: one
+# received this often is kept whatever the load (each receive counts towards the delay queue's
+# maxReceiveCount, 10, after which SQS moves it to the dead-letter queue).
+HAND_OFF_MAX_RECEIVES = 3
+
+
+def hand_off(keep: Sequence[Pending], max_rows: int) -> tuple[list[Pending], list[Pending]]:
+    """Which of the kept pointers (sorted by due) this invocation delivers, and which messages it
+    hands to other invocations (one pointer each: its earliest), so that rows due together are
+    spread over as many consumers as Lambda runs instead of the up to ten messages one batch
+    holds (docs/architecture.md, "Groups"). Messages are taken whole, in due order, while the rows
+    stay within ``max_rows``; the first message is always kept, and so is a message received
+    ``HAND_OFF_MAX_RECEIVES`` times or more."""
+    by_message: dict[str, list[Pending]] = {}
+    for rec in keep:
+        by_message.setdefault(rec.message_id, []).append(rec)
+    kept: list[Pending] = []
+    handed: list[Pending] = []
+    for pointers in by_message.values():
+        first = pointers[0]
+        if not kept or len(kept) + len(pointers) <= max_rows or first.receive_count >= HAND_OFF_MAX_RECEIVES:
+            kept += pointers
+        else:
+            handed.append(first)
+    kept.sort(key=lambda r: (r.due_ms, r.position))
+    return kept, handed
+
+
 def latest_pointers(pointers: Iterable[Pending]) -> list[Pending]:
     """One pointer per row, in the order first seen: the one of the row's latest send (highest
     attempt; an orphan resend and its original may arrive in one batch, and only the latest can

@@ -256,7 +256,7 @@ def minute_after_poll(now_ms: int, follow: FollowUp, next_due_ms: int | None, be
 # A group (one delay-queue message for many rows, docs/architecture.md "Groups") holds at most
 # this many rows, and its body at most this many bytes: SQS bills each 64 KiB of a message as
 # one request, and one consumer invocation of 10 messages then holds at most 10,000 rows.
-GROUP_MAX_ROWS = 1000
+GROUP_MAX_ROWS = 250
 GROUP_MAX_BYTES = 64_000
 # A group of n rows is made visible (n - 1) x this much earlier than a single row, at most
 # GROUP_MAX_EXTRA_WAKE_MS: its consumer is started (a cold start, Lambda's SQS scaling) before

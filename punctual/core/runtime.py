@@ -5,10 +5,11 @@ The only place boto3 is imported (lazily), so the rest of ``punctual.core`` stay
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import observability as obs
+from .arming import RuleSeen
 from .clock import Clock, SystemClock
 from .config import Settings, load_settings
 from .retry import deadline_of, set_deadline
@@ -26,6 +27,9 @@ class Deps:
     ddb: DynamoDBClient
     sqs: SQSClient
     events: EventBridgeClient
+    # what this execution environment last knew the rule to hold (the editor's DescribeRule, once
+    # per arm change: arming.RuleSeen)
+    rule_seen: RuleSeen = field(default_factory=RuleSeen)
 
 
 _cached: Deps | None = None

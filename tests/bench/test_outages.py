@@ -33,7 +33,7 @@ def test_every_task_of_the_quick_faults_scenario_keeps_the_outage_promise():
     at most 2 minutes after the later of its due time and the recovery."""
     sc = build("faults", 1, quick=True)
     assert len(sc.outages) == len(OUTAGE_SERVICES) * len(OUTAGE_MINUTES)
-    r = PunctualSim(sc, Models(), 1, backend="fake").run()
+    r = PunctualSim(sc, Models(fault_call_failure_rate=0, fault_crash_rate=0), 1, backend="fake").run()
     assert len(r.deliveries) == sc.n
     assert all(min(times) >= sc.dues[i] for i, times in r.deliveries.items())
     assert r.counters["outage_call_failures"] > 0  # the outages met the functions

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from punctual.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, task_from_item
 from punctual.core.store import claim
+from punctual.core.usecases import send
+from tests.faults import Faults
 from tests.functional.helpers import sk
 from tests.support import T0_MS
 
@@ -47,3 +49,35 @@ def test_a_cancelled_row_is_never_claimed_back(stack, frozen):
     stack.ddb.delete_item(TableName=stack.settings.table_name, Key={"pk": {"S": "scheduler"}, "sk": {"S": key}})
     assert claim(stack.ddb, stack.settings, stack.deps.clock, read, T0_MS) is None
     assert stack.rows() == []
+
+
+def _due_rows(stack, n: int) -> list:
+    for i in range(n):
+        stack.put_raw(sk(T0_MS + 60_000 + i, f"r{i}"), {"x": "1"})
+    return sorted((task_from_item(item, stack.settings.partitions) for item in stack.rows()), key=lambda t: t.sk)
+
+
+def test_many_rows_are_sent_chunk_by_chunk_while_the_rest_are_claimed(stack, frozen, monkeypatch):
+    """A poll with many rows sends the earliest before it claims the rest (send.SEND_CHUNK_ROWS):
+    with 3 a chunk, 7 rows go claim x3, send, claim x3, send, claim, send. Mutant: claim all,
+    then send: the first send comes after the seventh claim."""
+    monkeypatch.setattr(send, "SEND_CHUNK_ROWS", 3)
+    calls: list[str] = []
+    stack.ddb.meta.events.register("after-call.dynamodb.UpdateItem", lambda **_: calls.append("claim"))
+    stack.sqs.meta.events.register("after-call.sqs.SendMessageBatch", lambda **_: calls.append("send"))
+    tasks = _due_rows(stack, 7)
+    report = send.claim_and_send(stack.ddb, stack.sqs, stack.settings, stack.deps.clock, tasks, token="poll-1")
+    assert calls == ["claim"] * 3 + ["send"] + ["claim"] * 3 + ["send", "claim", "send"]
+    assert [t.sk for t in report.sent] == [t.sk for t in tasks] and report.failed == []
+
+
+def test_once_the_table_refuses_a_claim_the_later_chunks_are_not_tried(stack, frozen, monkeypatch):
+    """The table failing from the 5th claim on: the rows claimed are sent (chunk 1, and the 4th row of
+    chunk 2), the rest are failed (left to a poll the caller arms), and the third chunk is not tried."""
+    monkeypatch.setattr(send, "SEND_CHUNK_ROWS", 3)
+    tasks = _due_rows(stack, 7)
+    faults = Faults(stack.ddb).fail("UpdateItem", code="InternalServerError", times=100, first=5)
+    report = send.claim_and_send(stack.ddb, stack.sqs, stack.settings, stack.deps.clock, tasks, token="poll-1")
+    assert [t.sk for t in report.sent] == [t.sk for t in tasks[:4]]
+    assert sorted(t.sk for t in report.failed) == [t.sk for t in tasks[4:]]
+    assert faults.count("UpdateItem") == 4  # the 5th failed (not counted): none after it

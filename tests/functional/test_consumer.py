@@ -614,3 +614,32 @@ def test_a_crash_between_a_groups_sends_loses_nothing_and_duplicates_keep_their_
     ids = {e["key"]: e["event_id"] for e in again}
     assert all(ids[e["key"]] == e["event_id"] for e in first)  # ...with the same event_id
     assert stack.rows() == []
+
+
+def test_rows_due_together_beyond_one_invocations_share_are_handed_to_another_invocation(stack, frozen, logs):
+    """consumer_rules.hand_off: a batch of group messages holding more rows than consumer_max_rows
+    is spread over invocations: the messages beyond the share are made visible again at once and
+    left undeleted; the next invocation delivers them. Every row once, never early."""
+    stack.deps.settings = dataclasses.replace(stack.deps.settings, consumer_max_rows=4)
+    first, second, third = (_group(stack, 3, due=T0_MS + 10 * k, prefix=f"g{k}") for k in range(3))
+    frozen.tick(-1)  # received a second before the first row is due
+    event = receive_event(stack)
+    ids = {json.loads(r["body"])["rows"][0][0]: r["messageId"] for r in event["Records"]}
+    assert len(event["Records"]) == 3
+    resp = run_consumer(stack, event)
+    # THEN the first message (3 rows) is delivered; the two others (3 + 3 > 4) are handed off
+    assert sorted(f["itemIdentifier"] for f in resp["batchItemFailures"]) == sorted(
+        [ids[second[0]], ids[third[0]]])
+    assert sorted(e["key"] for e in delivered(stack)) == first
+    assert metric_values(logs(), "PutBack") == []  # a hand-off is not a put-back
+    assert [rec["message_id"] for rec in logs() if rec.get("message") == "handed off"] == [ids[second[0]], ids[third[0]]]
+    # AND they are visible again at once, for another invocation, which delivers them
+    again = receive_event(stack)
+    assert sorted(r["messageId"] for r in again["Records"]) == sorted([ids[second[0]], ids[third[0]]])
+    assert all(r["attributes"]["ApproximateReceiveCount"] == "2" for r in again["Records"])
+    assert run_consumer(stack, again) == {"batchItemFailures": [{"itemIdentifier": ids[third[0]]}]}
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    events = delivered(stack)
+    assert sorted(e["key"] for e in events) == second + third
+    assert all(e["lateness_ms"] >= 0 for e in events)
+    assert stack.rows() == [] and receive_event(stack)["Records"] == []

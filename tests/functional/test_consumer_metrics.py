@@ -1,4 +1,4 @@
-"""The consumer's metrics reach CloudWatch for the largest group: a 1,000-row group's lateness values
+"""The consumer's metrics reach CloudWatch for its largest invocation: 1,000 rows (consumer_max_rows), whose lateness values
 arrive in EMF records the specification accepts, in the namespace and dimension the alarm reads.
 (On the in-memory AWS: the same handler code; moto takes ~90 s for 1,000 rows.)"""
 
@@ -15,7 +15,6 @@ from punctual.core.config import Settings
 from punctual.core.keys import encode_sk
 from punctual.core.metrics_names import DELIVERED, INSTANCE_DIMENSION, LATENESS_MS
 from punctual.core.models import DelayGroup
-from punctual.core.planning import GROUP_MAX_ROWS
 from punctual.core.runtime import Deps
 from punctual.core.usecases.consume import consume
 from tests.reliability.fakeaws import GatedAws
@@ -33,13 +32,14 @@ def records():
 
 
 def test_the_lateness_alarm_sees_every_row_of_a_1000_row_group(records):
-    # GIVEN one delay-queue message pointing at the largest group: 1,000 rows due on the same ms
+    # GIVEN the most rows one invocation delivers (consumer_max_rows: 1,000), due on the same ms, in
+    # one message (an invocation always keeps its first message whatever its size)
     clock = ManualClock(T0_MS - 500)
     aws = GatedAws(clock=clock)
     s = Settings(table_name=aws.table_name, delay_queue_url="delay", delivery_queue_url="delivery",
                  rejected_queue_url="rejected", instance_name="orders", metrics_namespace="Acme")
     deps = Deps(settings=s, clock=clock, ddb=aws.ddb, sqs=aws.sqs, events=aws.events)
-    sks = [encode_sk(T0_MS, f"r{i:04}") for i in range(GROUP_MAX_ROWS)]
+    sks = [encode_sk(T0_MS, f"r{i:04}") for i in range(s.consumer_max_rows)]
     for sk in sks:
         aws.ddb.put_item(TableName=s.table_name, Item={"pk": {"S": "scheduler"}, "sk": {"S": sk},
                                                        "payload": {"M": {}}, "punctual_attempt": {"N": "1"},
@@ -50,7 +50,7 @@ def test_the_lateness_alarm_sees_every_row_of_a_1000_row_group(records):
                           "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:delay"}]}
     # WHEN the consumer delivers it
     assert consume(event, deps) == {"batchItemFailures": []}
-    assert len(aws.queue("delivery")) == GROUP_MAX_ROWS == 1000
+    assert len(aws.queue("delivery")) == s.consumer_max_rows == 1000
     # THEN every EMF record is within the specification's limits (CloudWatch drops a record with a
     # 1,000-value array), each in the alarm's namespace and Instance dimension, and together they
     # carry all 1,000 lateness values

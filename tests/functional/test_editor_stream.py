@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
 from punctual.client import PunctualClient
-from punctual.core.arming import read_arm
+from punctual.core.arming import RuleSeen, arm_no_later_than, compare_and_set, read_arm
 from punctual.core.config import META_PK
 from punctual.core.cron import minute_not_after, minute_not_before, one_shot_cron
 from punctual.core.models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS
@@ -130,17 +131,59 @@ def test_row_arriving_during_a_poll_bumps_the_version_so_the_poll_replans(stack,
 
 
 def test_rule_out_of_step_with_the_meta_row_is_repaired(stack, reader):
-    """A writer that died between the meta write and PutRule leaves the rule behind the row; the
-    next editor batch that relies on the row checks the rule and re-applies it."""
-    s = stack.settings
+    """A writer that moved the arm in the meta row and died before PutRule leaves the rule behind
+    the row; the next editor batch that relies on the row checks the rule (the row's version is
+    new to it) and re-applies it."""
+    s, clock = stack.settings, stack.deps.clock
     stack.put_raw(sk(T0_MS + 3 * DAY, "a"), {"x": "1"})
     run(stack, reader)
-    armed = read_arm(stack.ddb, s, stack.deps.clock).armed_ms
-    stack.events.disable_rule(Name=s.rule_name)  # as if the writer died before applying
+    later = read_arm(stack.ddb, s, clock).armed_ms
+    earlier = minute_not_after(T0_MS + 2 * DAY, T0_MS)
+    arm_no_later_than(stack.ddb, s, clock, earlier, replace_before_ms=T0_MS)  # ... and died here
+    assert stack.rule()["ScheduleExpression"] == one_shot_cron(later)
     stack.put_raw(sk(T0_MS + 4 * DAY, "b"), {"x": "1"})
     run(stack, reader)
     assert stack.rule()["State"] == "ENABLED"
-    assert stack.rule()["ScheduleExpression"] == one_shot_cron(armed)
+    assert stack.rule()["ScheduleExpression"] == one_shot_cron(earlier)
+
+
+class Described:
+    """Counts DescribeRule calls (EventBridge control plane, rate-limited per account)."""
+
+    def __init__(self, events):
+        self.calls = 0
+        events.meta.events.register("provide-client-params.events.DescribeRule", self._count)
+
+    def _count(self, **_):
+        self.calls += 1
+
+
+def test_editor_asks_eventbridge_once_per_arm_change_not_per_batch(stack, reader):
+    """Invariant 7: control-plane calls per arm change, never per task. An environment that saw the
+    rule hold the meta row's arm trusts it until the row's version changes; another environment
+    (its own Deps) checks once for itself."""
+    s, clock = stack.settings, stack.deps.clock
+    described = Described(stack.events)
+    stack.put_raw(sk(T0_MS + 3 * DAY, "first"), {"x": "1"})
+    run(stack, reader)  # arms through sync_rule: it knows what it applied
+    assert described.calls == 0
+    for i in range(5):
+        stack.put_raw(sk(T0_MS + 4 * DAY + i, f"more{i}"), {"x": "1"})
+        assert run(stack, reader) == {"batchItemFailures": []}
+    assert described.calls == 0
+    other = replace(stack.deps, rule_seen=RuleSeen())  # a second execution environment
+    for i in range(3):
+        stack.put_raw(sk(T0_MS + 5 * DAY + i, f"other{i}"), {"x": "1"})
+        process_stream(reader.event(), other)
+    assert described.calls == 1
+    # a poll's re-arm bumps the version: each environment checks once again
+    state = read_arm(stack.ddb, s, clock)
+    compare_and_set(stack.ddb, s, clock, state.version, state.armed_ms)
+    for deps in (stack.deps, stack.deps, other, other):
+        stack.put_raw(sk(T0_MS + 6 * DAY + described.calls, f"again{described.calls}"), {"x": "1"})
+        process_stream(reader.event(), deps)
+    assert described.calls == 3
+    assert stack.rule()["ScheduleExpression"] == one_shot_cron(state.armed_ms)
 
 
 BIG = "x" * 390_000  # near DynamoDB's 400 KB item limit: the rejection must still fit SQS

@@ -144,3 +144,35 @@ def test_a_poll_that_fails_gives_its_lease_back_and_asks_for_the_next_poll(stack
     assert body["reason"].startswith("a poll failed")
     report = poll(stack.deps, token="second")
     assert not report.busy and report.read == 1
+
+
+def test_with_the_table_failing_the_rule_alone_is_never_moved_later(stack, frozen):
+    """The consumer arms the rule alone while DynamoDB writes fail (ensure_poll). A request for a
+    poll hours away must not move the rule off an earlier minute it holds, the one in progress
+    (its firing may be pending) or a later one: that poll is the one rows due now wait for, and
+    nothing else would bring it back while the table fails (a stall of 20 minutes in the bench's
+    faults scenario). A minute that has passed is replaced."""
+    from punctual.core.cron import one_shot_cron
+    from punctual.core.usecases.ensure_poll import ensure_poll
+    from tests.faults import Faults
+
+    def rule():
+        r = stack.rule()
+        return r["State"], r.get("ScheduleExpression")
+
+    clock = stack.deps.clock
+    soon = next_minute_after(T0_MS + ARM_MARGIN_MS)
+    hours = T0_MS + 10 * 60 * MINUTE_MS
+    Faults(stack.ddb).fail("UpdateItem", "InternalServerError", times=10_000)
+    assert ensure_poll(stack.deps, None) is None  # the table refused: the rule alone
+    assert rule() == ("ENABLED", one_shot_cron(soon))
+    assert ensure_poll(stack.deps, hours) is None
+    assert rule() == ("ENABLED", one_shot_cron(soon))  # not moved later
+    frozen.tick((soon - T0_MS + 20 * S) / S)  # 20 s into that minute: its firing may be pending
+    assert ensure_poll(stack.deps, hours) is None
+    assert rule() == ("ENABLED", one_shot_cron(soon))
+    frozen.tick(60)  # that minute has passed: the rule is armed for what is asked
+    assert ensure_poll(stack.deps, hours) is None
+    assert rule() == ("ENABLED", one_shot_cron(hours))
+    assert ensure_poll(stack.deps, None) is None  # and moved earlier when a sooner poll is asked
+    assert rule() == ("ENABLED", one_shot_cron(next_minute_after(clock.now_ms() + ARM_MARGIN_MS)))

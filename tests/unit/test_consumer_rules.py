@@ -14,6 +14,7 @@ from punctual.core.consumer_rules import (
     Pending,
     PoisonMessage,
     classify,
+    hand_off,
     message_id_of,
     next_group,
     not_yet_due,
@@ -266,3 +267,34 @@ def test_plan_consume_decides_a_group_by_its_earliest_row_with_its_extra_wake():
     assert [(rec.message_id, s) for rec, s in plan.put_back] == [("m1", 2)]
     later = plan_consume(big, now - 1000, max_wait_ms=2000)  # a second earlier: the whole group goes back, once
     assert later.keep == [] and [(rec.message.sk, s) for rec, s in later.put_back] == [(big[0].message.sk, 3)]
+
+
+# -- hand_off ------------------------------------------------------------------------
+
+
+def group(mid: str, due: int, rows: int, position: int, receives: int = 1) -> list[Pending]:
+    """The pointers of one group message of ``rows`` rows due from ``due`` on, one per ms."""
+    return [Pending(mid, f"h-{mid}", DelayMessage(pk="scheduler", sk=f"{due + i}#{mid}-{i}", due_ms=due + i,
+                                                  enqueued_ms=0), receives, position, group_size=rows)
+            for i in range(rows)]
+
+
+def test_hand_off_keeps_whole_messages_in_due_order_up_to_the_row_budget():
+    a, b, c, d = group("a", DUE, 400, 0), group("b", DUE + 1, 400, 1), group("c", DUE + 2, 300, 2), group("d", DUE + 3, 200, 3)
+    keep = sorted([*d, *c, *b, *a], key=lambda r: (r.due_ms, r.position))
+    kept, handed = hand_off(keep, max_rows=1000)
+    # a (400) + b (400) = 800; c (300) would make 1,100: handed; d (200) still fits: 1,000
+    assert sorted({r.message_id for r in kept}) == ["a", "b", "d"]
+    assert len(kept) == 1000 and [r.message_id for r in handed] == ["c"]
+    assert handed[0] is c[0]  # the message's earliest pointer (its receipt handle is the message's)
+    assert kept == sorted(kept, key=lambda r: (r.due_ms, r.position))
+
+
+def test_hand_off_always_keeps_the_first_message_and_one_received_too_often():
+    huge, tired, fresh = group("huge", DUE, 1500, 0), group("tired", DUE + 1, 10, 1, receives=3), group("fresh", DUE + 2, 10, 2, receives=2)
+    keep = sorted([*huge, *tired, *fresh], key=lambda r: (r.due_ms, r.position))
+    kept, handed = hand_off(keep, max_rows=1000)
+    assert {r.message_id for r in kept} == {"huge", "tired"}  # over budget alone; received 3 times
+    assert [r.message_id for r in handed] == ["fresh"]
+    assert hand_off([], max_rows=1000) == ([], [])
+    assert hand_off(fresh, max_rows=1) == (fresh, [])

@@ -28,6 +28,7 @@ from punctual.core.consumer_rules import (
     Control,
     Pending,
     PoisonMessage,
+    hand_off,
     message_id_of,
     next_group,
     parse_record,
@@ -48,6 +49,7 @@ class ConsumeReport:
     dropped: int = 0
     rejected: int = 0
     put_back: int = 0
+    handed_off: int = 0  # messages handed to other invocations (consumer_rules.hand_off)
     poison: int = 0
     controls: list[Control] = field(default_factory=list)  # poll requests and failure notices
     undeleted: list[tuple[Pending, Task]] = field(default_factory=list)  # delivered, row not yet deleted
@@ -90,9 +92,11 @@ def _poison(record: Any, position: int, reason: str, report: ConsumeReport) -> N
     report.poison += 1
 
 
-def _put_back(deps: Deps, queue_url: str, rec: Pending, seconds: int, report: ConsumeReport) -> None:
+def _put_back(deps: Deps, queue_url: str, rec: Pending, seconds: int, report: ConsumeReport,
+              what: str = "put back") -> None:
+    """Return ``rec``'s message to the delay queue, visible again in ``seconds`` (0: at once, for
+    another invocation), and leave it undeleted (a batch item failure)."""
     report.failures.append(rec.message_id)
-    report.put_back += 1
     try:
         call_with_retry(
             lambda: deps.sqs.change_message_visibility(
@@ -101,9 +105,9 @@ def _put_back(deps: Deps, queue_url: str, rec: Pending, seconds: int, report: Co
             deps.clock,
         )
     except Exception as exc:  # the message returns after the queue's visibility timeout instead
-        obs.log("WARNING", "put back failed", message_id=rec.message_id, sk=rec.message.sk, error=str(exc)[:300])
+        obs.log("WARNING", f"{what} failed", message_id=rec.message_id, sk=rec.message.sk, error=str(exc)[:300])
         return
-    obs.log("INFO", "put back", message_id=rec.message_id, sk=rec.message.sk, due_ms=rec.due_ms,
+    obs.log("INFO", what, message_id=rec.message_id, sk=rec.message.sk, due_ms=rec.due_ms,
             visibility_seconds=seconds)
 
 
@@ -185,10 +189,15 @@ def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     plan = plan_consume(parsed, clock.now_ms(), max_wait_ms(deps))
     queue_url = s.delay_queue_url or queue_url_from_arn(source_arn)
     for rec, seconds in plan.put_back:
+        report.put_back += 1
         _put_back(deps, queue_url, rec, seconds, report)
+    deliver, handed = hand_off([rec for rec in plan.keep if not rec.message.delete_only], s.consumer_max_rows)
+    for rec in handed:  # rows due together: other invocations deliver these beside this one
+        report.handed_off += 1
+        _put_back(deps, queue_url, rec, 0, report, what="handed off")
 
     finish_deletes(deps, [rec for rec in plan.keep if rec.message.delete_only], report)
-    _deliver_runs(deps, [rec for rec in plan.keep if not rec.message.delete_only], report)
+    _deliver_runs(deps, deliver, report)
 
     _serve_controls(deps, report)
     _emit_metrics(deps, report)

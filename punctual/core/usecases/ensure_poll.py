@@ -6,7 +6,8 @@ that fails, the schedule must not stall (invariant 2, docs/architecture.md "When
 - :func:`request_poll`: whoever could not arm (a poll that failed, an editor) asks for a poll
   through the delay queue, a ``PollRequest`` message the consumer receives;
 - :func:`ensure_poll`: the consumer arms for it: through the meta row and the rule as usual; with
-  the table failing, the rule alone (the poll it starts re-arms from the table); with the rule
+  the table failing, the rule alone, never later than it holds (the poll it starts re-arms from
+  the table); with the rule
   failing, it raises, and the consumer asks again a little later (:data:`RETRY_SECONDS`).
 
 Each step needs a different service, so one service failing leaves a way to the next poll.
@@ -15,7 +16,7 @@ Each step needs a different service, so one service failing leaves a way to the 
 from __future__ import annotations
 
 from punctual.core import observability as obs
-from punctual.core.arming import ArmState, apply_rule, arm_no_later_than, sync_rule
+from punctual.core.arming import ArmState, arm_no_later_than, arm_rule_no_later_than, sync_rule
 from punctual.core.cron import ARM_MARGIN_MS, floor_minute, next_minute_after, one_shot_cron
 from punctual.core.models import PollRequest
 from punctual.core.queues import send_one
@@ -44,7 +45,7 @@ def ensure_poll(deps: Deps, by_ms: int | None) -> ArmState | None:
     except Exception as exc:  # noqa: BLE001 - the table is failing: the rule alone still starts a poll
         obs.log("WARNING", "meta row unavailable: arming the rule alone", error=f"{type(exc).__name__}: "
                 f"{str(exc)[:200]}", cron=one_shot_cron(minute))
-        apply_rule(deps.events, s, clock, minute)
+        arm_rule_no_later_than(deps.events, s, clock, minute)
         return None
     return sync_rule(deps.ddb, deps.events, s, clock, state)
 

@@ -99,13 +99,16 @@ def _arm(deps: Deps, minute: int, records: list[Classified], report: EditorRepor
     s, clock = deps.settings, deps.clock
     now = clock.now_ms()
     try:
-        # Usually a poll is already armed early enough: one read (and a free
-        # DescribeRule) instead of a write, a read and a PutRule (invariant 7).
+        # Usually a poll is already armed early enough: one read instead of a write, a read and a
+        # PutRule; a DescribeRule only when this environment has not seen the rule hold this arm
+        # (invariant 7: control-plane calls per arm change, never per task).
         state = read_arm(deps.ddb, s, clock)
         stale_ms = s.stale_arm_seconds * 1000
-        if not (arm_is_current(state, minute, now, stale_ms) and rule_matches(deps.events, s, clock, state)):
+        if not (arm_is_current(state, minute, now, stale_ms)
+                and (deps.rule_seen.holds(state) or rule_matches(deps.events, s, clock, state))):
             armed = arm_no_later_than(deps.ddb, s, clock, minute, replace_before_ms=now - stale_ms)
             state = sync_rule(deps.ddb, deps.events, s, clock, armed)
+        deps.rule_seen.note(state)
         report.armed_ms = state.armed_ms
         return
     except Exception as exc:  # noqa: BLE001
