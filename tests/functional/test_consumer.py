@@ -13,7 +13,7 @@ from punctual.functions.consumer.handler import handler
 
 from punctual.core import observability as obs
 from punctual.core.config import to_environment
-from punctual.core.models import ATTR_DELIVERING, ATTR_ENQUEUED_MS, event_id
+from punctual.core.models import ATTR_ENQUEUED_MS, event_id
 from punctual.core.runtime import reset_default_deps
 from punctual.core.usecases.consume import consume, queue_url_from_arn
 from tests.consumer_support import (

@@ -409,13 +409,17 @@ def test_kms_grants(custom):
 def test_grant_schedule(demo):
     s = demo.scheduler
     st = statements(demo, demo.stack.producer_role)
-    (only,) = st
+    (only, fences) = st
     assert set(only["Action"]) == set(c.SCHEDULE_ACTIONS)
     assert {"dynamodb:PutItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:Query"} <= set(
         only["Action"])
     assert only["Resource"] == getatt(demo.logical_id(s.table))
-    # producers are confined to the task partition: the meta (arming) row is out of reach
+    # producers are confined to the task partition: the meta (arming) row is out of reach; in the meta
+    # partition they may only check a delivery fence (cancel and reschedule's ConditionCheck)
     assert only["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["scheduler"]}}
+    assert fences["Action"] in ("dynamodb:ConditionCheckItem", ["dynamodb:ConditionCheckItem"])
+    assert fences["Resource"] == only["Resource"]
+    assert fences["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["__punctual__"]}}
 
 
 def test_grant_schedule_returns_the_kms_grant_too():
