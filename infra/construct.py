@@ -130,8 +130,7 @@ TABLE_KEYS = (("pk", "HASH"), ("sk", "RANGE"))
 TABLE_STREAM_VIEW = dynamodb.StreamViewType.NEW_AND_OLD_IMAGES
 
 # Exactly the API calls each function makes (handlers + punctual/core store, arming, queues and the use cases).
-# poller: query_below/query_from, read_arm and the orphans' fences (fenced_seconds: GetItem),
-# claim/release/arm (UpdateItem), reject_row/delete (DeleteItem).
+# poller: query_below/query_from, read_arm (GetItem), claim/release/arm (UpdateItem), reject_row/delete (DeleteItem).
 # editor: get_row/read_arm (GetItem), claim/release/arm (UpdateItem), reject_row (DeleteItem).
 POLLER_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 # UpdateItem: the fence of a run's due seconds (store.fence_second), a row's orphan clock restarted

@@ -5,13 +5,12 @@ Pure functions of (now, rows, settings). Times are epoch ms.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from .config import MAX_DELAY_SECONDS
 from .cron import ARM_MARGIN_MS, minute_not_after, minute_not_before, next_minute_after
-from .keys import due_second
 from .models import RowRejected, Task
 
 
@@ -45,32 +44,29 @@ def visible_at(task: Task) -> int:
     return max(task.due_ms, task.enqueued_ms)
 
 
-# A row whose due second a consumer fenced (a delivery of that second began: store.fence_second) is
-# left to that delivery this much longer than the orphan grace: its pointer comes back after a crash
-# (the delay queue's visibility timeout, up to maxReceiveCount times: 10 x 180 s) or is re-sent by
-# the consumer to retry its delete, and the poll must not send it again meanwhile (a duplicate).
-# Past it, the pointer is gone (the delay DLQ holds it) and the row is resent: late, never lost. A
-# row of a fenced second whose own pointer was lost waits this long too (the fence is per second).
-DELIVERING_GRACE_MS = 30 * 60_000
-
 # A send mark later than this after "now" was not written by Punctual (it writes its clock's
 # now); trusting it would keep the row "in flight" until that far future: resend it instead.
 MAX_MARK_SKEW_MS = 60_000
 
 
 def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int,
-              own_token: str | None = None, fenced: bool = False) -> RowState:
+              own_token: str | None = None) -> RowState:
     """``own_token``: the poll's token; a row claimed with it was claimed by an earlier attempt of
     this very poll, which died (Lambda retries an invocation only after it failed) and may not
-    have sent it: an orphan at once, not after the grace. ``fenced``: the row's due second is
-    fenced (a delivery of it began): in flight ``DELIVERING_GRACE_MS`` longer."""
+    have sent it: an orphan at once, not after the grace.
+
+    A row whose due second is fenced (a delivery of that second began, store.fence_second) gets no
+    longer grace: the fence does not say which rows were delivered, and a row whose pointer was lost
+    must not wait for a delivery that is not coming (docs/architecture.md, "Cancellation never
+    lies"). A delivered row whose delete is held past the grace (repeated consumer crashes, a lost
+    delete-only copy) is sent again: one duplicate after such an event (invariant 5)."""
     if task.enqueued_ms is None:
         # A released row (its send failed for good) is new again, but only until it has
         # used up its attempts: otherwise a permanent send failure would loop forever.
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.NEW
     if task.enqueued_ms > now_ms + MAX_MARK_SKEW_MS or (own_token is not None and task.claim_token == own_token):
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.ORPHAN
-    if now_ms <= orphan_check_of(task, orphan_grace_ms, fenced):
+    if now_ms <= orphan_check_of(task, orphan_grace_ms):
         return RowState.IN_FLIGHT
     if task.attempt >= max_attempts:
         return RowState.EXHAUSTED
@@ -106,13 +102,11 @@ def plan_window(
     max_attempts: int,
     wake_early_ms: int = 0,
     own_token: str | None = None,
-    fenced: Collection[tuple[str, int]] = frozenset(),
 ) -> WindowPlan:
     """Plan a poll at ``now_ms`` over rows read up to ``now_ms + window_ms``.
 
     New rows and orphans due within the window are sent (past-due rows count);
-    rows beyond the window are ignored (the next poll takes them). ``own_token``: see row_state;
-    ``fenced``: the (pk, due second) whose delivery began (:func:`orphan_seconds` says which to read).
+    rows beyond the window are ignored (the next poll takes them). ``own_token``: see row_state.
     """
     if not 0 < window_ms <= MAX_DELAY_SECONDS * 1000:
         raise ValueError(f"window must be 1..{MAX_DELAY_SECONDS * 1000} ms, got {window_ms}")
@@ -122,8 +116,7 @@ def plan_window(
     for task in tasks:
         if task.due_ms > end:
             continue
-        delivering = second_of(task) in fenced
-        state = row_state(task, now_ms, orphan_grace_ms, max_attempts, own_token, delivering)
+        state = row_state(task, now_ms, orphan_grace_ms, max_attempts, own_token)
         if state in (RowState.NEW, RowState.ORPHAN):
             # a row our own earlier attempt claimed is resent now, not deferred behind a backlog
             # (its message was most likely never sent: that attempt died)
@@ -133,7 +126,7 @@ def plan_window(
             checks.append(max(task.due_ms, now_ms) + orphan_grace_ms)
         elif state is RowState.IN_FLIGHT:
             plan.in_flight += 1
-            checks.append(orphan_check_of(task, orphan_grace_ms, delivering))
+            checks.append(orphan_check_of(task, orphan_grace_ms))
         else:
             plan.exhausted.append(task)
     plan.sends.sort(key=lambda s: s.task.sk)
@@ -141,21 +134,9 @@ def plan_window(
     return plan
 
 
-def orphan_check_of(task: Task, orphan_grace_ms: int, fenced: bool = False) -> int:
+def orphan_check_of(task: Task, orphan_grace_ms: int) -> int:
     """When a row in flight becomes an orphan if it is still there: a poll must follow then."""
-    return visible_at(task) + orphan_grace_ms + (DELIVERING_GRACE_MS if fenced else 0)
-
-
-def second_of(task: Task) -> tuple[str, int]:
-    """The (partition, due second) whose fence tells whether a delivery of ``task`` began."""
-    return task.pk, due_second(task.due_ms)
-
-
-def orphan_seconds(plan: WindowPlan) -> set[tuple[str, int]]:
-    """The (partition, due second) of the rows ``plan`` takes for lost messages (resends, sent rows
-    about to be rejected): a poll reads their fences (one read per second, only for these) before
-    resending, since a fenced row is being or was delivered (:data:`DELIVERING_GRACE_MS`)."""
-    return {second_of(s.task) for s in plan.sends if s.resend} | {second_of(t) for t in plan.exhausted if _sent_before(t)}
+    return visible_at(task) + orphan_grace_ms
 
 
 def _sent_before(task: Task) -> bool:

@@ -192,19 +192,6 @@ def fence_second(ddb: DynamoDBClient, s: Settings, clock: Clock, task_pk: str, d
 FENCE_TTL_S = 86_400  # a fence expires a day after its second
 
 
-def fenced_seconds(ddb: DynamoDBClient, s: Settings, clock: Clock,
-                   seconds: Iterable[tuple[str, int]]) -> frozenset[tuple[str, int]]:
-    """Which of ``seconds`` = (task pk, due second's epoch ms) are fenced (a delivery of tasks due
-    then began): one consistent GetItem each."""
-    def one(key: tuple[str, int]) -> bool:
-        pk, second = key
-        resp = call_with_retry(lambda: ddb.get_item(TableName=s.table_name, Key=row_key(META_PK, fence_key(pk, second)),
-                                                    ConsistentRead=True), clock)
-        return "Item" in resp
-
-    return frozenset(key for key in set(seconds) if one(key))
-
-
 def restart_orphan_clock(ddb: DynamoDBClient, s: Settings, clock: Clock, send: RowSend, now_ms: int) -> bool:
     """A row whose event SQS did not take: its send mark set to ``now_ms`` while it is still this
     send, so the poll leaves it to the copy of its pointer that retries (that copy carries

@@ -26,7 +26,7 @@ from punctual.core.arming import (
 from punctual.core.cron import ARM_MARGIN_MS, next_minute_after, one_shot_cron
 from punctual.core.keys import after_window_key, window_upper_key
 from punctual.core.metrics_names import ORPHANS_DEFERRED
-from punctual.core.models import RowRejected, Task, task_from_item
+from punctual.core.models import RowRejected, task_from_item
 from punctual.core.planning import (
     FollowUp,
     RowState,
@@ -36,7 +36,6 @@ from punctual.core.planning import (
     minute_after_poll,
     orphan_check_of,
     orphan_count,
-    orphan_seconds,
     plan_window,
     row_state,
     safety_net_minute,
@@ -44,7 +43,7 @@ from punctual.core.planning import (
 )
 from punctual.core.queues import backlog_messages
 from punctual.core.runtime import Deps
-from punctual.core.store import across_partitions, fenced_seconds, query_below, query_from, reject_row
+from punctual.core.store import across_partitions, query_below, query_from, reject_row
 from punctual.core.usecases.ensure_poll import request_poll
 from punctual.core.usecases.send import claim_and_send
 
@@ -64,7 +63,6 @@ class PollReport:
     deferred: int = 0
     busy: bool = False  # another poll held the lease: this one only armed the next minute
     next_minute_ms: int | None = None
-    fenced: frozenset[tuple[str, int]] = frozenset()  # the orphans' (pk, due second) found fenced
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -207,7 +205,9 @@ def _send_window(deps: Deps, token: str | None, report: PollReport) -> FollowUp:
         ((task.pk, task.sk), (item, task))
         for item, task in _valid_tasks(deps, _window(deps, report.window_end_ms), report, "poller")
     )
-    plan = _unless_backlogged(deps, _plan(deps, [task for _, task in rows.values()], token, report), started, report)
+    plan = plan_window(started, [task for _, task in rows.values()], s.window_ms, s.orphan_grace_ms,
+                       s.max_attempts, s.wake_early_ms, own_token=token)
+    plan = _unless_backlogged(deps, plan, started, report)
     report.in_flight = plan.in_flight
     for task in plan.exhausted:
         reject_row(deps.ddb, deps.sqs, s, clock, rows[task.pk, task.sk][0], undeliverable(task), "poller")
@@ -218,24 +218,6 @@ def _send_window(deps: Deps, token: str | None, report: PollReport) -> FollowUp:
                       s.orphan_grace_ms)
 
 
-def _plan(deps: Deps, tasks: list[Task], token: str | None, report: PollReport) -> WindowPlan:
-    """The window's plan. Rows it would take for lost messages whose due second is fenced are being
-    or were delivered: they stay in flight longer (planning.DELIVERING_GRACE_MS). One consistent
-    GetItem per such second, only when there are orphans."""
-    s = deps.settings
-
-    def plan(fenced: frozenset[tuple[str, int]] = frozenset()) -> WindowPlan:
-        return plan_window(report.started_ms, tasks, s.window_ms, s.orphan_grace_ms, s.max_attempts, s.wake_early_ms,
-                           own_token=token, fenced=fenced)
-
-    first = plan()
-    seconds = orphan_seconds(first)
-    if not seconds:
-        return first
-    report.fenced = fenced_seconds(deps.ddb, s, deps.clock, seconds)
-    return plan(report.fenced) if report.fenced else first
-
-
 def _replan(deps: Deps, report: PollReport, follow: FollowUp) -> FollowUp:
     """After a failed compare-and-set: an editor wrote meanwhile and may have sent rows inside the
     window, whose orphan checks the next poll must cover, or left some unsent (a poll soon). Re-read
@@ -243,7 +225,7 @@ def _replan(deps: Deps, report: PollReport, follow: FollowUp) -> FollowUp:
     s, clock = deps.settings, deps.clock
     again = plan_window(clock.now_ms(),
                         (t for _, t in _valid_tasks(deps, _window(deps, report.window_end_ms), report, "poller")),
-                        s.window_ms, s.orphan_grace_ms, s.max_attempts, fenced=report.fenced)
+                        s.window_ms, s.orphan_grace_ms, s.max_attempts)
     return follow.check_after(again.orphan_check_ms).unsent_by(*(send.task.due_ms for send in again.sends))
 
 
