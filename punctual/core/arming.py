@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import observability as obs
 from .clock import Clock
 from .config import META_ARM_SK, META_PK, RULE_DESCRIPTION, Settings
-from .cron import next_minute_after, one_shot_cron
+from .cron import next_minute_after, one_shot_cron, parse_one_shot_cron
 from .retry import call_with_retry
 from .store import conditional_update
 
@@ -213,6 +213,26 @@ def _rule_is(events: EventBridgeClient, s: Settings, clock: Clock, armed_ms: int
     if armed_ms is None:
         return rule.get("State") == "DISABLED"
     return rule.get("State") == "ENABLED" and rule.get("ScheduleExpression") == one_shot_cron(armed_ms)
+
+
+def rule_minute(events: EventBridgeClient, s: Settings, clock: Clock) -> int | None:
+    """The minute the rule is armed for (DescribeRule); None when disabled or not a one-shot cron."""
+    rule = call_with_retry(lambda: events.describe_rule(Name=s.rule_name), clock)
+    if rule.get("State") != "ENABLED":
+        return None
+    try:
+        return parse_one_shot_cron(str(rule.get("ScheduleExpression") or ""))
+    except ValueError:
+        return None
+
+
+def rule_alone_minute(wanted_ms: int, held_ms: int | None, now_ms: int) -> int | None:
+    """Arming the rule without the table (its meta row unavailable): the minute to put, or None to
+    leave the rule as it is. A minute the rule holds that has not begun, earlier than the one
+    wanted, still brings a poll sooner: never moved later (that cancelled its poll and stalled the
+    chain of poll requests in a 30-minute DynamoDB writes outage). A begun one may have fired
+    already: replaced."""
+    return None if held_ms is not None and now_ms < held_ms <= wanted_ms else wanted_ms
 
 
 def rule_matches(events: EventBridgeClient, s: Settings, clock: Clock, state: ArmState) -> bool:
