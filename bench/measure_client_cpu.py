@@ -4,6 +4,7 @@ Run from the repository root (needs boto3; openssl for HTTPS):
 
     python bench/measure_client_cpu.py                 # ~2,000 calls per case, HTTPS, writes the table
     python bench/measure_client_cpu.py --calls 200 --print-only   # a quick look, writes nothing
+    python bench/measure_client_cpu.py --only dynamodb.TransactWriteItems   # one call type, merged in
 
 A child process serves canned AWS responses (the JSON protocols of DynamoDB, SQS and EventBridge)
 over HTTPS on 127.0.0.1 with keep-alive, so the client pays what a warm Lambda client pays per call:
@@ -76,7 +77,7 @@ def respond(target: str, request: dict[str, Any]) -> dict[str, Any]:
         return {"UnprocessedItems": {}}
     if op == "UpdateItem":
         return {"Attributes": {"punctual_attempt": {"N": "1"}}}
-    if op in ("PutItem", "DeleteItem"):
+    if op in ("PutItem", "DeleteItem", "TransactWriteItems"):
         return {}
     if op == "SendMessageBatch":
         return {"Successful": [{"Id": e["Id"], "MessageId": f"m-{e['Id']}-0000-0000-000000000000",
@@ -131,6 +132,13 @@ def self_signed_cert(folder: str) -> str:
 QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/punctual-delay"
 
 
+def conditional_delete(i: int) -> dict[str, Any]:
+    """One Delete of the consumer's transactions (store.delete_sent): the row while it is the send."""
+    return {"Delete": {"TableName": "punctual", "Key": key(i), "ConditionExpression": "#a = :att AND #e <= :enq",
+                       "ExpressionAttributeNames": {"#a": "punctual_attempt", "#e": "punctual_enqueued_ms"},
+                       "ExpressionAttributeValues": {":att": {"N": "1"}, ":enq": {"N": "1798135100000"}}}}
+
+
 def cases(ddb: Any, sqs: Any, events: Any) -> list[tuple[str, str, int, Callable[[], Any]]]:
     t = "punctual"
     return [
@@ -150,6 +158,8 @@ def cases(ddb: Any, sqs: Any, events: Any) -> list[tuple[str, str, int, Callable
             RequestItems={t: {"Keys": [key(i) for i in range(n)], "ConsistentRead": True}}))) for n in (1, 100)],
         *[("dynamodb", "BatchWriteItem", n, (lambda n=n: ddb.batch_write_item(
             RequestItems={t: [{"DeleteRequest": {"Key": key(i)}} for i in range(n)]}))) for n in (1, 25)],
+        *[("dynamodb", "TransactWriteItems", n, (lambda n=n: ddb.transact_write_items(
+            TransactItems=[conditional_delete(i) for i in range(n)]))) for n in (1, 100)],
         *[("sqs", "SendMessageBatch", n, (lambda n=n: sqs.send_message_batch(
             QueueUrl=QUEUE, Entries=[{"Id": str(i), "MessageBody": EVENT_BODY, "DelaySeconds": 0} for i in range(n)])))
           for n in (1, 10)],
@@ -192,7 +202,7 @@ def fit(points: dict[int, float]) -> dict[str, float]:
     return {"base_ms": round(c1 - per * n1, 4), "per_item_ms": round(per, 5)}
 
 
-def measure(calls: int, tls: bool) -> dict[str, Any]:
+def measure(calls: int, tls: bool, only: frozenset[str] = frozenset()) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         cert = self_signed_cert(folder) if tls else None
         ports: Any = multiprocessing.Queue()
@@ -205,6 +215,8 @@ def measure(calls: int, tls: bool) -> dict[str, Any]:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # verify=False: urllib3's InsecureRequestWarning per call
                 for service, op, n, call in cases(*clients(endpoint)):
+                    if only and f"{service}.{op}" not in only:
+                        continue
                     ms = cpu_ms_per_call(call, calls)
                     points.setdefault(f"{service}.{op}", {})[n] = round(ms, 4)
                     print(f"{service}.{op} x{n}: {ms:.3f} ms", flush=True)
@@ -225,6 +237,16 @@ def conditions(calls: int, tls: bool) -> str:
             f"another process, {calls} calls per case after 50 of warm-up, time.process_time()")
 
 
+def merged(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` (some call types) over the table already written: its other entries kept, the
+    conditions of each run named."""
+    from punctual.bench import client_cpu_table as table
+
+    names = ", ".join(sorted(result["ops"]))
+    return {"ops": {**table.OPS, **result["ops"]},
+            "conditions": f"{table.CONDITIONS}; {names} measured {result['conditions']}"}
+
+
 def write_table(result: dict[str, Any]) -> None:
     text = (
         '"""Client CPU of one botocore call at one vCPU, per call type: written by bench/measure_client_cpu.py\n'
@@ -242,8 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=2_000, help="calls per case (default 2,000)")
     p.add_argument("--http", action="store_true", help="plain HTTP instead of HTTPS (no openssl needed)")
     p.add_argument("--print-only", action="store_true", help="print the table, do not write it")
+    p.add_argument("--only", action="append", default=[], metavar="SERVICE.OP",
+                   help="measure only this call type (repeatable), merged into the table already written")
     args = p.parse_args(argv)
-    result = measure(args.calls, tls=not args.http)
+    result = measure(args.calls, tls=not args.http, only=frozenset(args.only))
+    if args.only:
+        result = merged(result)
     print(json.dumps(result, indent=1))
     if not args.print_only:
         write_table(result)

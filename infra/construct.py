@@ -30,7 +30,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
-from punctual.core.config import RULE_DESCRIPTION, Settings, to_environment
+from punctual.core.config import ATTR_EXPIRES, META_PK, RULE_DESCRIPTION, Settings, to_environment
 from punctual.core.cron import one_shot_cron
 from punctual.core.metrics_names import (
     DELIVERED,
@@ -130,14 +130,15 @@ TABLE_KEYS = (("pk", "HASH"), ("sk", "RANGE"))
 TABLE_STREAM_VIEW = dynamodb.StreamViewType.NEW_AND_OLD_IMAGES
 
 # Exactly the API calls each function makes (handlers + punctual/core store, arming, queues and the use cases).
-# poller: query_below/query_from, read_arm, claim/release/arm (UpdateItem), reject_row/delete (DeleteItem).
+# poller: query_below/query_from, read_arm (GetItem), claim/release/arm (UpdateItem), reject_row/delete (DeleteItem).
 # editor: get_row/read_arm (GetItem), claim/release/arm (UpdateItem), reject_row (DeleteItem).
 POLLER_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
-# UpdateItem: the fence before a row's send, which reads it too (store.fence, unfence), and arming
-# a poll asked for (usecases/ensure_poll: the meta row); GetItem: the meta row read back
-# (arming.sync_rule); DeleteItem: a row after its send, under its fence (store.delete_fenced), or
-# after rejecting it (store.reject_row).
-CONSUMER_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+# UpdateItem: the fence of a run's due seconds (store.fence_second), a row's orphan clock restarted
+# after a failed send (store.restart_orphan_clock), and arming a poll asked for (usecases/ensure_poll:
+# the meta row); Query: the run's rows (store.rows_between); GetItem: the meta row read back
+# (arming.sync_rule); DeleteItem: rows after their sends, in TransactWriteItems (store.delete_sent:
+# a transaction's Deletes are authorised by DeleteItem), or after rejecting one (store.reject_row).
+CONSUMER_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 EDITOR_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 # DescribeRule: before relying on the rule (editor) or re-putting a minute that has begun
 # (arming.apply_rule), the code checks what the rule holds.
@@ -147,7 +148,8 @@ SEND_ACTIONS = ("sqs:SendMessage",)  # SendMessageBatch is authorised by sqs:Sen
 # (a backlog means the consumer is behind, not that messages were lost).
 BACKLOG_ACTIONS = ("sqs:GetQueueAttributes",)
 # What a producer needs for raw writes and for the editor's client (schedule, schedule_many,
-# get, list, cancel, reschedule = TransactWriteItems of a Delete and a Put).
+# get, list, cancel = TransactWriteItems of a Delete and a ConditionCheck of the delivery fence,
+# reschedule = a Delete, a Put and that ConditionCheck).
 SCHEDULE_ACTIONS = (
     "dynamodb:PutItem",
     "dynamodb:BatchWriteItem",
@@ -157,6 +159,10 @@ SCHEDULE_ACTIONS = (
     "dynamodb:Query",
     "dynamodb:ConditionCheckItem",
 )
+# cancel and reschedule check, in their transaction, that the delivery fence of the task's due second
+# is absent (store.fence_second): a ConditionCheck on the meta partition, which reads nothing back
+# and writes nothing (the producer's only action there).
+FENCE_CHECK_ACTIONS = ("dynamodb:ConditionCheckItem",)
 
 
 class Scheduler(Construct):
@@ -344,6 +350,8 @@ class Scheduler(Construct):
             else dynamodb.TableEncryption.AWS_MANAGED,
             encryption_key=encryption_key,
             removal_policy=removal_policy,
+            # the consumer's delivery fences (meta partition) expire a day after their second
+            time_to_live_attribute=ATTR_EXPIRES,
         )
 
         # ---- queues ------------------------------------------------------------------------
@@ -676,16 +684,23 @@ class Scheduler(Construct):
     def grant_schedule(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let ``grantee`` write, read, list and cancel task rows (raw writes or the editor's client).
 
-        Restricted to the task partitions (``dynamodb:LeadingKeys``): producers can never touch
-        Punctual's meta row. Also grants use of the table's KMS key if it has one; the returned grant
-        is both (``iam.Grant.combine``), so ``assert_success`` and ``apply_before`` cover the key too.
+        Restricted to the task partitions (``dynamodb:LeadingKeys``): producers can never read or
+        write Punctual's meta partition, only check a delivery fence there (``ConditionCheckItem``:
+        cancel and reschedule). Also grants use of the table's KMS key if it has one; the returned
+        grant is all of them (``iam.Grant.combine``), so ``assert_success`` and ``apply_before``
+        cover the key too.
         """
         grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=list(SCHEDULE_ACTIONS),
             resource_arns=[self.table.table_arn],
             conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": list(self.partitions)}},
-        )
+        ).combine(iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=list(FENCE_CHECK_ACTIONS),
+            resource_arns=[self.table.table_arn],
+            conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [META_PK]}},
+        ))
         if self.table.encryption_key is not None:
             grant = grant.combine(self.table.encryption_key.grant_encrypt_decrypt(grantee))
         return grant

@@ -17,14 +17,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from punctual.core.clock import Clock, SystemClock, iso_ms, to_epoch_ms
-from punctual.core.config import Settings
+from punctual.core.config import META_PK, Settings
 from punctual.core.ddbjson import UnsupportedValue, from_plain
 from punctual.core.errors import error_code, is_conditional_failure, is_retryable
-from punctual.core.keys import MAX_DUE_MS, InvalidKey, decode_sk, encode_sk, validate_id
-from punctual.core.models import ATTR_DELIVERING, ATTR_ENQUEUED_MS, RowRejected, Task, item_key, task_from_item
+from punctual.core.keys import MAX_DUE_MS, InvalidKey, decode_sk, encode_sk, fence_key, validate_id
+from punctual.core.models import ATTR_ENQUEUED_MS, RowRejected, Task, item_key, task_from_item
 from punctual.core.redrive import EXISTS, SKIPPED, NotRedrivable, fresh_row, parse_rejection
 from punctual.core.retry import call_with_retry, retry_unprocessed, retry_wait_ms
-from punctual.core.store import across_partitions, get_row, item_sk, query_from, row_key
+from punctual.core.store import across_partitions, cancellation_codes, get_row, item_sk, query_from, row_key
 
 from .errors import AlreadyDelivered, AlreadyExists, InvalidSchedule, NotFound, PartialWrite, PunctualError
 
@@ -139,8 +139,8 @@ def task_key(key_or_task: Any) -> str:
     return key
 
 
-# A cancel or reschedule deletes the row only while no delivery is under way (the consumer's fence).
-NOT_DELIVERING = "attribute_exists(sk) AND attribute_not_exists(#d)"
+# A transaction's item whose condition failed (TransactionCanceledException's CancellationReasons).
+CHECK_FAILED = "ConditionalCheckFailed"
 
 
 class PunctualClient:
@@ -299,70 +299,72 @@ class PunctualClient:
         consumer drops it). Returns what was cancelled; raises :class:`NotFound` or
         :class:`AlreadyDelivered` when there is no such pending row.
 
-        A cancel that returns stops the delivery; one that loses the race to it (the consumer's
-        fence on the row: its delivery is under way) raises :class:`AlreadyDelivered` and changes
-        nothing (docs/architecture.md, "Cancellation never lies")."""
+        A cancel that returns stops the delivery; one that loses the race to it raises
+        :class:`AlreadyDelivered` and changes nothing. It loses from the moment the first delivery
+        of the tasks due in the same second (same partition) begins: at most one second before the
+        task's due time (docs/architecture.md, "Cancellation never lies")."""
         sk = task_key(key)
-        for pk in self._places(sk):
-            try:
-                resp = call_with_retry(
-                    lambda pk=pk: self.ddb.delete_item(  # type: ignore[misc]
-                        TableName=self.table_name,
-                        Key=row_key(pk, sk),
-                        ConditionExpression=NOT_DELIVERING,
-                        ExpressionAttributeNames={"#d": ATTR_DELIVERING},
-                        ReturnValues="ALL_OLD",
-                    ),
-                    self.clock,
-                )
-            except Exception as exc:
-                if is_conditional_failure(exc):
-                    self._unless_delivering(pk, sk)
-                    continue
-                raise
-            return self._task(resp.get("Attributes") or {}, sk)
-        raise self._missing(sk)
+        current = self._read(sk)
+        if current is None:
+            raise self._missing(sk)
+        if self._write_unless_delivering(sk, [self._delete_op(current)]):
+            raise self._missing(sk)  # gone since it was read
+        return self._task(current, sk)
 
     def reschedule(self, key: Any, at: When) -> ScheduledTask:
         """Move a pending task to ``at`` atomically (TransactWriteItems: delete the old
         row, put the new one with the same id and payload). The old delivery is stopped
-        even if it was already pushed to the delay queue."""
+        even if it was already pushed to the delay queue; once it began (as for :meth:`cancel`),
+        :class:`AlreadyDelivered` is raised and no new task is made."""
         sk = task_key(key)
+        current = self._read(sk)
+        if current is None:
+            raise self._missing(sk)
+        old = self._task(current, sk)
+        item, task = self.build_item(at, old.payload, old.id)
+        if task.sk == sk:
+            return old
+        item["payload"] = current["payload"]  # byte-for-byte, not a plain-JSON round trip
+        codes = self._write_unless_delivering(sk, [
+            self._delete_op(current),
+            {"Put": {"TableName": self.table_name, "Item": item, "ConditionExpression": "attribute_not_exists(sk)"}},
+        ])
+        if codes and codes[0] == CHECK_FAILED:
+            raise self._missing(sk)
+        if codes:
+            raise AlreadyExists(task.sk)
+        return ScheduledTask.of(task)
+
+    def _delete_op(self, current: dict[str, Any]) -> dict[str, Any]:
+        return {"Delete": {"TableName": self.table_name, "Key": item_key(current),
+                           "ConditionExpression": "attribute_exists(sk)"}}
+
+    def _write_unless_delivering(self, sk: str, ops: list[dict[str, Any]]) -> list[str]:
+        """TransactWriteItems of ``ops`` (about the row ``sk``) and a check that no delivery of its
+        partition's due second began (its fence, store.fence_second, is absent). Raises
+        :class:`AlreadyDelivered` when one began (nothing written); returns [] when written, else the
+        codes of ``ops`` that failed their conditions. Conflicts and throttling are retried."""
+        pk = ops[0]["Delete"]["Key"]["pk"]["S"]
+        check = {"ConditionCheck": {"TableName": self.table_name,
+                                    "Key": row_key(META_PK, fence_key(pk, decode_sk(sk).due_ms)),
+                                    "ConditionExpression": "attribute_not_exists(sk)"}}
         for attempt in itertools.count(1):
-            current = self._read(sk)
-            if current is None:
-                raise self._missing(sk)
-            old = self._task(current, sk)
-            item, task = self.build_item(at, old.payload, old.id)
-            if task.sk == sk:
-                return old
-            item["payload"] = current["payload"]  # byte-for-byte, not a plain-JSON round trip
             try:
-                self.ddb.transact_write_items(
-                    TransactItems=[
-                        {"Delete": {"TableName": self.table_name, "Key": item_key(current),
-                                    "ConditionExpression": NOT_DELIVERING,
-                                    "ExpressionAttributeNames": {"#d": ATTR_DELIVERING}}},
-                        {"Put": {"TableName": self.table_name, "Item": item,
-                                 "ConditionExpression": "attribute_not_exists(sk)"}},
-                    ]
-                )
+                self.ddb.transact_write_items(TransactItems=[*ops, check])
+                return []
             except Exception as exc:
-                reasons = [r.get("Code") for r in getattr(exc, "response", {}).get("CancellationReasons", [])]
-                if reasons and reasons[0] == "ConditionalCheckFailed":
-                    self._unless_delivering(current["pk"]["S"], sk)
-                    raise self._missing(sk) from exc
-                if len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
-                    raise AlreadyExists(task.sk) from exc
-                retry = is_retryable(exc) or "TransactionConflict" in reasons or error_code(exc) in (
+                codes = cancellation_codes(exc)
+                if codes[-1:] == [CHECK_FAILED]:
+                    raise AlreadyDelivered(sk) from exc
+                if CHECK_FAILED in codes:
+                    return codes[:-1]
+                retry = is_retryable(exc) or "TransactionConflict" in codes or error_code(exc) in (
                     "TransactionConflictException", "TransactionInProgressException")
                 wait = retry_wait_ms(attempt, self.clock) if retry else None
                 if wait is None:
                     raise
                 self.clock.sleep_ms(wait)
-                continue
-            return ScheduledTask.of(task)
-        raise PunctualError("reschedule did not complete")  # pragma: no cover
+        raise PunctualError("transaction did not complete")  # pragma: no cover
 
     def redrive(self, queue_url: str, *, limit: int | None = None, codes: Collection[str] | None = None,
                 wait_seconds: int = 1) -> RedriveReport:
@@ -537,13 +539,6 @@ class PunctualClient:
             return ScheduledTask.of(task_from_item(item, self.settings.partitions))
         except RowRejected:
             return None
-
-    def _unless_delivering(self, pk: str, sk: str) -> None:
-        """After a cancel's condition failed: :class:`AlreadyDelivered` if the row is there with the
-        consumer's fence (its delivery under way); else it is gone (the caller tells which)."""
-        item = get_row(self.ddb, self.settings, self.clock, pk, sk)
-        if item is not None and ATTR_DELIVERING in item:
-            raise AlreadyDelivered(sk)
 
     def _missing(self, sk: str) -> NotFound:
         if decode_sk(sk).due_ms <= self.clock.now_ms():

@@ -36,6 +36,18 @@ def get_read_units(consistent: bool) -> float:
     return 1 if consistent else 0.5
 
 
+# A transactional write costs two writes of each item it names (DynamoDB's pricing: "transactional
+# write requests require 2 WRUs to perform one write per 1 KB item"). Assumption: a ConditionCheck
+# is billed like the others, and a transaction cancelled by a condition is billed as if applied
+# (a failed conditional write is billed too); items up to 1 KB.
+TRANSACT_WRITE_UNITS_PER_ITEM = 2
+
+
+def transact_write_units(params: dict[str, Any]) -> int:
+    """The write units a TransactWriteItems request consumes."""
+    return TRANSACT_WRITE_UNITS_PER_ITEM * len(params.get("TransactItems") or [])
+
+
 def throttled_error(op: str, kind: Kind, table_arn: str) -> ClientError:
     """What DynamoDB returns for a partition over its limit: a ProvisionedThroughputExceededException
     whose ThrottlingReasons name the key range (``TableWriteKeyRangeThroughputExceeded``)."""

@@ -33,11 +33,13 @@ def _cost(api: str) -> tuple[float, float]:
 
 
 def request_items(api: str, params: dict[str, Any]) -> int:
-    """The entries a batch request carries (SQS batches, BatchWriteItem); 0 for other calls."""
+    """The entries a batch request carries (SQS batches, BatchWriteItem, TransactWriteItems); 0 for other calls."""
     if api in ("sqs.SendMessageBatch", "sqs.DeleteMessageBatch"):
         return len(params.get("Entries") or [])
     if api == "dynamodb.BatchWriteItem":
         return sum(len(v) for v in (params.get("RequestItems") or {}).values())
+    if api == "dynamodb.TransactWriteItems":
+        return len(params.get("TransactItems") or [])
     return 0
 
 

@@ -351,14 +351,26 @@ class FakeAws:
         return resp
 
     def op_transact_write_items(self, TransactItems, **_):
-        # all-or-nothing: check every condition first
-        for t in TransactItems:
-            (kind, spec), = t.items()
-            key = self._k(spec["Item"] if kind == "Put" else spec["Key"])
+        if len(TransactItems) > 100:
+            raise _err("ValidationException", "TransactWriteItems", "at most 100 items")
+        keys = [self._k(spec["Item"] if kind == "Put" else spec["Key"]) for t in TransactItems
+                for kind, spec in t.items()]
+        if len(set(keys)) != len(keys):
+            raise _err("ValidationException", "TransactWriteItems",
+                       "Transaction request cannot include multiple operations on one item")
+        # all-or-nothing: check every condition first; a cancellation names each item's reason, in
+        # order ("None" for the items that passed), as DynamoDB does
+        codes = []
+        for t, key in zip(TransactItems, keys, strict=True):
+            (_kind, spec), = t.items()
             cond = spec.get("ConditionExpression")
-            if cond and not _Cond(cond, spec.get("ExpressionAttributeNames"),
-                                  spec.get("ExpressionAttributeValues")).evaluate(self.items.get(key, {})):
-                raise _err("TransactionCanceledException", "TransactWriteItems")
+            ok = not cond or _Cond(cond, spec.get("ExpressionAttributeNames"),
+                                   spec.get("ExpressionAttributeValues")).evaluate(self.items.get(key, {}))
+            codes.append("None" if ok else "ConditionalCheckFailed")
+        if any(code != "None" for code in codes):
+            raise ClientError({"Error": {"Code": "TransactionCanceledException",
+                                         "Message": f"Transaction cancelled [{', '.join(codes)}]"},
+                               "CancellationReasons": [{"Code": code} for code in codes]}, "TransactWriteItems")
         for t in TransactItems:
             (kind, spec), = t.items()
             spec = {k: v for k, v in spec.items() if k not in ("ConditionExpression",)}

@@ -21,7 +21,14 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .capacity import Kind, PartitionCapacity, get_read_units, query_read_units, throttled_error
+from .capacity import (
+    TRANSACT_WRITE_UNITS_PER_ITEM,
+    Kind,
+    PartitionCapacity,
+    get_read_units,
+    query_read_units,
+    throttled_error,
+)
 from .fakeaws import FakeAws
 
 _Q_BELOW = re.compile(r"^pk = :p AND sk < :u$")
@@ -107,6 +114,18 @@ class BenchAws(FakeAws):
             raise throttled_error("BatchWriteItem", "write", self.table_arn)
         super().op_batch_write_item(admitted, **kw)
         return {"UnprocessedItems": unprocessed}
+
+    def op_transact_write_items(self, TransactItems, **kw):
+        """Admitted as a whole: every partition it writes must have its items' units (two a item)."""
+        if self.capacity is not None:
+            units: dict[str, float] = {}
+            for t in TransactItems:
+                for kind, spec in t.items():
+                    pk = (spec["Item"] if kind == "Put" else spec["Key"])["pk"]["S"]
+                    units[pk] = units.get(pk, 0) + TRANSACT_WRITE_UNITS_PER_ITEM
+            for pk, n in units.items():
+                self._admit("TransactWriteItems", pk, "write", n)
+        return super().op_transact_write_items(TransactItems, **kw)
 
     def op_query(self, TableName, KeyConditionExpression, ExpressionAttributeValues, ExpressionAttributeNames=None,
                  ExclusiveStartKey=None, Limit=None, ConsistentRead=False, ScanIndexForward=True, **kw):

@@ -38,7 +38,7 @@ from punctual.event_sources import Invoke, QueueSource, RuleSource, StreamSource
 from punctual.lambda_events import InjectedCrash, async_failure_record, stream_failure_record, stream_record
 
 from .billing import IDLE_RECEIVE_API, idle_receives
-from .capacity import PartitionCapacity, get_read_units, is_throttled, query_read_units
+from .capacity import PartitionCapacity, get_read_units, is_throttled, query_read_units, transact_write_units
 from .control_plane import ControlPlaneQuota, throttling_error
 from .cpu import request_cpu_ms, response_cpu_ms, whole_ms
 from .engine import Engine, Process, SimClock
@@ -485,6 +485,8 @@ class PunctualSim:
             r.ddb_wru -= unprocessed
             if unprocessed:
                 r.counters["ddb_unprocessed_items"] += unprocessed
+        elif op == "TransactWriteItems":
+            r.ddb_wru += transact_write_units(params)
         elif op == "GetItem":
             r.ddb_rru += get_read_units(bool(params.get("ConsistentRead")))
         elif op == "BatchGetItem":

@@ -215,30 +215,26 @@ def _rule_is(events: EventBridgeClient, s: Settings, clock: Clock, armed_ms: int
     return rule.get("State") == "ENABLED" and rule.get("ScheduleExpression") == one_shot_cron(armed_ms)
 
 
-def arm_rule_no_later_than(events: EventBridgeClient, s: Settings, clock: Clock, minute_ms: int) -> None:
-    """Arm the rule alone (the table is failing) for a poll by ``minute_ms``, never later than what
-    it holds: a rule enabled for the current minute (its firing may be pending: EventBridge fires
-    anywhere in the minute) or a later one no later than ``minute_ms`` already promises that poll
-    and is left. Moving it later would cancel the earlier poll, and while the table fails nothing
-    else brings it back (a request for a task due hours later moved the rule off the minute in
-    progress and stalled the schedule for 20 minutes in the bench's faults scenario). One
-    DescribeRule: this runs only while the table fails."""
+def rule_minute(events: EventBridgeClient, s: Settings, clock: Clock) -> int | None:
+    """The minute the rule is armed for (DescribeRule); None when disabled or not a one-shot cron."""
     rule = call_with_retry(lambda: events.describe_rule(Name=s.rule_name), clock)
-    held = _enabled_minute(rule)
-    if held is not None and floor_minute(clock.now_ms()) <= held <= minute_ms:
-        obs.log("INFO", "rule already armed earlier", armed_ms=held, wanted_ms=minute_ms)
-        return
-    apply_rule(events, s, clock, minute_ms)
-
-
-def _enabled_minute(rule: Any) -> int | None:
-    """The minute an enabled one-shot rule fires in; None when disabled or not a one-shot cron."""
     if rule.get("State") != "ENABLED":
         return None
     try:
-        return parse_one_shot_cron(str(rule.get("ScheduleExpression", "")))
+        return parse_one_shot_cron(str(rule.get("ScheduleExpression") or ""))
     except ValueError:
         return None
+
+
+def rule_alone_minute(wanted_ms: int, held_ms: int | None, now_ms: int) -> int | None:
+    """Arming the rule without the table (its meta row unavailable): the minute to put, or None to
+    leave the rule as it is. A minute the rule holds that is no later than the one wanted and is
+    the minute in progress (EventBridge fires anywhere in it: its firing may be pending) or one to
+    come still brings a poll as soon: never moved later (that cancelled the poll, and with it the
+    chain of poll requests, in a 30-minute DynamoDB writes outage: 320-340 s after the recovery). A
+    minute that has passed is replaced (if it fired and its poll failed, that poll's failure
+    notice asks again)."""
+    return None if held_ms is not None and floor_minute(now_ms) <= held_ms <= wanted_ms else wanted_ms
 
 
 @dataclass

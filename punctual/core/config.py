@@ -17,6 +17,11 @@ MAX_DELAY_SECONDS = 900  # SQS DelaySeconds ceiling
 MAX_GROUP_SPAN_MS = 10_000  # with max_wait and a group's extra wake, within the consumer's 30 s
 META_PK = "__punctual__"  # partition of internal bookkeeping rows (never a task)
 META_ARM_SK = "rule"
+# The delivery fences' items in the meta partition carry their expiry (epoch seconds) in this
+# attribute; the construct enables DynamoDB's TTL on it (a brought table should too; without TTL
+# the items, one per partition and due second delivered, stay). docs/architecture.md,
+# "Cancellation never lies".
+ATTR_EXPIRES = "punctual_expires"
 # PutRule replaces every attribute it is not given: the construct and the arming code share this.
 RULE_DESCRIPTION = "Punctual poller trigger: a one-shot cron re-armed by Punctual; do not edit"
 # Shapes of the delivery-queue body: Punctual's DeliveredEvent, or cdk-scheduler's

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .keys import InvalidKey, decode_sk
-from .models import DelayGroup, DelayMessage, PollRequest, describe_partitions, in_partitions
+from .models import DelayGroup, DelayMessage, PollRequest, RowSend, describe_partitions, in_partitions
 from .planning import group_extra_wake_ms
 
 # SQS ChangeMessageVisibility accepts 0..43200 s (12 h).
@@ -50,8 +50,10 @@ class Pending:
         return self.message.pk, self.message.sk
 
     @property
-    def token(self) -> str:
-        return self.message.token
+    def send(self) -> RowSend:
+        """The send of its row this pointer names."""
+        m = self.message
+        return RowSend(m.pk, m.sk, m.attempt, m.enqueued_ms)
 
 
 @dataclass(frozen=True)
@@ -291,13 +293,17 @@ def hand_off(keep: Sequence[Pending], max_rows: int) -> tuple[list[Pending], lis
 
 def latest_pointers(pointers: Iterable[Pending]) -> list[Pending]:
     """One pointer per row, in the order first seen: the one of the row's latest send (highest
-    attempt; an orphan resend and its original may arrive in one batch, and only the latest can
-    pass the fence)."""
+    attempt, then latest send time; an orphan resend and its original may arrive in one batch, and
+    only the latest can still be the row's send)."""
     best: dict[tuple[str, str], Pending] = {}
     for p in pointers:
-        if p.key not in best or p.message.attempt > best[p.key].message.attempt:
+        if p.key not in best or _newer(p, best[p.key]):
             best[p.key] = p
     return list(best.values())
+
+
+def _newer(a: Pending, b: Pending) -> bool:
+    return (a.message.attempt, a.message.enqueued_ms) > (b.message.attempt, b.message.enqueued_ms)
 
 
 def next_group(dues: Sequence[int], now_ms: int, coalesce_ms: int = COALESCE_MS) -> tuple[int, int]:

@@ -22,6 +22,9 @@ THROTTLING = frozenset(
         "RequestTimeoutException",
         "PriorRequestNotComplete",
         "TransactionInProgressException",
+        # a single-item write on an item an ongoing transaction names (the consumer's fence while a
+        # cancel checks it, a claim while a cancel deletes the row): DynamoDB says retry
+        "TransactionConflictException",
         "InternalServerError",
         "ServiceUnavailableException",
         "SlowDown",

@@ -108,3 +108,18 @@ def window_upper_key(end_ms: int) -> str:
 def after_window_key(end_ms: int) -> str:
     """Lower bound (inclusive) of keys due strictly after ``end_ms``."""
     return f"{end_ms + 1:0{MS_DIGITS}d}"
+
+
+FENCE_PREFIX = "fence#"
+
+
+def due_second(due_ms: int) -> int:
+    """The start (epoch ms) of the second ``due_ms`` falls in."""
+    return due_ms - due_ms % 1000
+
+
+def fence_key(task_pk: str, due_ms: int) -> str:
+    """The sort key, in the meta partition, of the delivery fence of partition ``task_pk``'s due
+    second holding ``due_ms``: ``"fence#<task pk>#<second's epoch ms>"`` (docs/architecture.md,
+    "Cancellation never lies")."""
+    return f"{FENCE_PREFIX}{task_pk}{SEPARATOR}{due_second(due_ms)}"

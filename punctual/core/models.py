@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,10 +26,6 @@ ATTR_ATTEMPT = "punctual_attempt"
 # that invocation), so a retry of a poll that died after claiming resends at once
 # (docs/architecture.md, "A retry finishes the poll it retries").
 ATTR_CLAIM = "punctual_claim"
-# The delivery in progress: set by the consumer right before it sends a row's event (the fence a
-# cancel checks: docs/architecture.md, "Cancellation never lies"), valued with the delay-queue
-# message's token (DelayMessage.token); the row is deleted only while it still holds that value.
-ATTR_DELIVERING = "punctual_delivering"
 # SQS caps a message at 256 KiB; the envelope (key up to 1 KiB, times, ids) needs < 4 KiB.
 MAX_EVENT_BYTES = 262_144
 MAX_PAYLOAD_BYTES = MAX_EVENT_BYTES - 4096
@@ -53,7 +50,6 @@ class Task(BaseModel):
     enqueued_ms: int | None = None
     attempt: int = 0
     claim_token: str | None = None  # ATTR_CLAIM
-    delivering: str | None = None  # ATTR_DELIVERING
     # The row's payload attribute as read ({"M": ...}): the cdk-scheduler event format sends it
     # as it is, so numbers keep their text ("1.50"), sets and binary their type.
     payload_av: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
@@ -182,7 +178,6 @@ def _task_from_item(item: dict[str, Any], partition: str | Collection[str]) -> T
         enqueued_ms=_plain_int(item, ATTR_ENQUEUED_MS),
         attempt=_plain_int(item, ATTR_ATTEMPT) or 0,
         claim_token=_plain_str(item, ATTR_CLAIM),
-        delivering=_plain_str(item, ATTR_DELIVERING),
         payload_av=raw,
     )
 
@@ -192,11 +187,29 @@ def item_key(item: dict[str, Any]) -> dict[str, Any]:
     return {"pk": item["pk"], "sk": item["sk"]}
 
 
-def pointer_token(attempt: int, enqueued_ms: int) -> str:
-    """Which send of a row a pointer belongs to: the row's attempt and the send's claim time. The
-    consumer fences the row with it (ATTR_DELIVERING); a copy of the pointer it re-sends to retry
-    later keeps it, a newer send of the row (an orphan resend) has another attempt."""
-    return f"{attempt}@{enqueued_ms}"
+@dataclass(frozen=True)
+class RowSend:
+    """A row and the send of it a delay-queue pointer names: the row's attempt for that send and the
+    pointer's ``enqueued_ms`` (no earlier than the row's claim for that send)."""
+
+    pk: str
+    sk: str
+    attempt: int
+    enqueued_ms: int
+
+    def holds(self, mark: tuple[int, int | None]) -> bool:
+        """Whether a row with this send mark (:func:`send_mark`) is still that send: the same attempt,
+        claimed no later than the pointer's send. A put over the key since has no mark, or a later
+        one once claimed (a new task); an orphan resend has a higher attempt. The consumer's delete
+        has the same condition (store.SAME_SEND)."""
+        attempt, enqueued_ms = mark
+        return attempt == self.attempt and enqueued_ms is not None and enqueued_ms <= self.enqueued_ms
+
+
+def send_mark(item: dict[str, Any]) -> tuple[int, int | None]:
+    """The send a row holds, as written by the last claim: (``punctual_attempt``, 0 when absent;
+    ``punctual_enqueued_ms``, None when absent). Read without validating the rest of the row."""
+    return _plain_int(item, ATTR_ATTEMPT) or 0, _plain_int(item, ATTR_ENQUEUED_MS)
 
 
 def _without_defaults(data: dict[str, Any], **defaults: Any) -> dict[str, Any]:
@@ -214,10 +227,6 @@ class DelayMessage(BaseModel):
     attempt: int = 1
     enqueued_ms: int
     delete_only: bool = False
-
-    @property
-    def token(self) -> str:
-        return pointer_token(self.attempt, self.enqueued_ms)
 
     def body(self) -> str:
         return dumps(_without_defaults(self.model_dump(), delete_only=False))

@@ -44,13 +44,6 @@ def visible_at(task: Task) -> int:
     return max(task.due_ms, task.enqueued_ms)
 
 
-# A row a consumer marked as being delivered (ATTR_DELIVERING) is left to that delivery this much
-# longer than the orphan grace: its pointer comes back after a crash (the delay queue's visibility
-# timeout, up to maxReceiveCount times: 10 x 180 s) or is re-sent by the consumer to retry its
-# delete, and the poll must not send it again meanwhile (a duplicate). Past it, the pointer is gone
-# (the delay DLQ holds it) and the row is resent: late, never lost.
-DELIVERING_GRACE_MS = 30 * 60_000
-
 # A send mark later than this after "now" was not written by Punctual (it writes its clock's
 # now); trusting it would keep the row "in flight" until that far future: resend it instead.
 MAX_MARK_SKEW_MS = 60_000
@@ -60,15 +53,20 @@ def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int,
               own_token: str | None = None) -> RowState:
     """``own_token``: the poll's token; a row claimed with it was claimed by an earlier attempt of
     this very poll, which died (Lambda retries an invocation only after it failed) and may not
-    have sent it: an orphan at once, not after the grace."""
+    have sent it: an orphan at once, not after the grace.
+
+    A row whose due second is fenced (a delivery of that second began, store.fence_second) gets no
+    longer grace: the fence does not say which rows were delivered, and a row whose pointer was lost
+    must not wait for a delivery that is not coming (docs/architecture.md, "Cancellation never
+    lies"). A delivered row whose delete is held past the grace (repeated consumer crashes, a lost
+    delete-only copy) is sent again: one duplicate after such an event (invariant 5)."""
     if task.enqueued_ms is None:
         # A released row (its send failed for good) is new again, but only until it has
         # used up its attempts: otherwise a permanent send failure would loop forever.
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.NEW
     if task.enqueued_ms > now_ms + MAX_MARK_SKEW_MS or (own_token is not None and task.claim_token == own_token):
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.ORPHAN
-    grace = orphan_grace_ms + (DELIVERING_GRACE_MS if task.delivering is not None else 0)
-    if now_ms <= visible_at(task) + grace:
+    if now_ms <= orphan_check_of(task, orphan_grace_ms):
         return RowState.IN_FLIGHT
     if task.attempt >= max_attempts:
         return RowState.EXHAUSTED
@@ -138,7 +136,7 @@ def plan_window(
 
 def orphan_check_of(task: Task, orphan_grace_ms: int) -> int:
     """When a row in flight becomes an orphan if it is still there: a poll must follow then."""
-    return visible_at(task) + orphan_grace_ms + (DELIVERING_GRACE_MS if task.delivering is not None else 0)
+    return visible_at(task) + orphan_grace_ms
 
 
 def _sent_before(task: Task) -> bool:

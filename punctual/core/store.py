@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from . import observability as obs
 from .clock import Clock
-from .config import Settings
+from .config import ATTR_EXPIRES, META_PK, Settings
 from .errors import is_conditional_failure
+from .keys import due_second, fence_key
 from .metrics_names import REJECTED_ROWS
-from .models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_DELIVERING, ATTR_ENQUEUED_MS, Rejection, RowRejected, Task
+from .models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS, Rejection, RowRejected, RowSend, Task
 from .parallel import pmap
 from .retry import call_with_retry, retry_unprocessed
 
@@ -114,13 +115,13 @@ def claim(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now_ms: in
     never both send the same row). A claim without a token removes an older one.
     """
     values: dict[str, Any] = {":now": {"N": str(now_ms)}, ":one": {"N": "1"}, ":zero": {"N": "0"}}
-    names = {"#e": ATTR_ENQUEUED_MS, "#a": ATTR_ATTEMPT, "#c": ATTR_CLAIM, "#d": ATTR_DELIVERING}
+    names = {"#e": ATTR_ENQUEUED_MS, "#a": ATTR_ATTEMPT, "#c": ATTR_CLAIM}
     update = "SET #e = :now, #a = if_not_exists(#a, :zero) + :one"
     if token is not None:
         update += ", #c = :tok"
         values[":tok"] = {"S": token}
-    # a new send: the mark of a delivery of an earlier send that never completed goes
-    update += " REMOVE #d" if token is not None else " REMOVE #c, #d"
+    if token is None:
+        update += " REMOVE #c"
     if task.enqueued_ms is None:
         # unsent as read; or claimed meanwhile by an earlier attempt of the same work (token): a
         # retry that must finish what a crashed attempt may not have sent
@@ -172,46 +173,33 @@ def release(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, claimed_
     return applied is not None
 
 
-def fence(ddb: DynamoDBClient, s: Settings, clock: Clock, pk: str, sk: str, attempt: int,
-          token: str) -> dict[str, Any] | None:
-    """Mark row (pk, sk) as being delivered by the pointer ``token`` of send ``attempt``, and read it
-    (strongly: the write returns the row as it is now). None when the row is gone (cancelled,
-    rescheduled, delivered), was sent again since (another attempt: a newer pointer delivers it) or
-    another pointer is delivering it. Raises when the table fails.
-
-    A cancel checks this mark (client.cancel): one that lands before it wins and the row is never
-    delivered; one after it answers AlreadyDelivered (docs/architecture.md, "Cancellation never
-    lies")."""
-    resp = conditional_update(
-        ddb, clock, TableName=s.table_name, Key=row_key(pk, sk), UpdateExpression="SET #d = :tok",
-        ConditionExpression="attribute_exists(sk) AND #a = :att AND (attribute_not_exists(#d) OR #d = :tok)",
-        ExpressionAttributeNames={"#d": ATTR_DELIVERING, "#a": ATTR_ATTEMPT},
-        ExpressionAttributeValues={":tok": {"S": token}, ":att": {"N": str(attempt)}}, ReturnValues="ALL_NEW")
-    return None if resp is None else dict(resp.get("Attributes") or {})
+def fence_second(ddb: DynamoDBClient, s: Settings, clock: Clock, task_pk: str, due_ms: int, now_ms: int) -> None:
+    """Fence the due second holding ``due_ms`` in partition ``task_pk``: from now on a cancel or a
+    reschedule of any task due in that second answers AlreadyDelivered (client.cancel checks this
+    item in its transaction). One item in the meta partition per partition and second, written
+    before the rows are read; idempotent (every run and every consumer delivering that second writes
+    the same item, its first time kept); it expires a day after the second (DynamoDB's TTL on
+    ``ATTR_EXPIRES``). Raises when the table fails (docs/architecture.md, "Cancellation never lies")."""
+    second = due_second(due_ms)
+    call_with_retry(lambda: ddb.update_item(
+        TableName=s.table_name, Key=row_key(META_PK, fence_key(task_pk, due_ms)),
+        UpdateExpression="SET #f = if_not_exists(#f, :now), #x = if_not_exists(#x, :exp)",
+        ExpressionAttributeNames={"#f": "fenced_ms", "#x": ATTR_EXPIRES},
+        ExpressionAttributeValues={":now": {"N": str(now_ms)}, ":exp": {"N": str(second // 1000 + FENCE_TTL_S)}}),
+        clock)
 
 
-def unfence(ddb: DynamoDBClient, s: Settings, clock: Clock, pk: str, sk: str, token: str, now_ms: int) -> bool:
-    """Take back the mark of a delivery that did not happen (its send failed), and restart the
-    row's orphan clock: a copy of its pointer will retry (the poll must not send it again)."""
+FENCE_TTL_S = 86_400  # a fence expires a day after its second
+
+
+def restart_orphan_clock(ddb: DynamoDBClient, s: Settings, clock: Clock, send: RowSend, now_ms: int) -> bool:
+    """A row whose event SQS did not take: its send mark set to ``now_ms`` while it is still this
+    send, so the poll leaves it to the copy of its pointer that retries (that copy carries
+    ``now_ms``) instead of taking it for an orphan and using an attempt."""
     return conditional_update(
-        ddb, clock, TableName=s.table_name, Key=row_key(pk, sk), UpdateExpression="REMOVE #d SET #e = :now",
-        ConditionExpression="#d = :tok", ExpressionAttributeNames={"#d": ATTR_DELIVERING, "#e": ATTR_ENQUEUED_MS},
-        ExpressionAttributeValues={":tok": {"S": token}, ":now": {"N": str(now_ms)}}) is not None
-
-
-def delete_fenced(ddb: DynamoDBClient, s: Settings, clock: Clock, pk: str, sk: str, token: str) -> bool:
-    """Delete a delivered row while it holds our mark; False when it does not (a put over it since:
-    a new task, never deleted by a delivery that read the old one). Raises when the table fails."""
-    try:
-        call_with_retry(lambda: ddb.delete_item(
-            TableName=s.table_name, Key=row_key(pk, sk), ConditionExpression="#d = :tok",
-            ExpressionAttributeNames={"#d": ATTR_DELIVERING}, ExpressionAttributeValues={":tok": {"S": token}}),
-            clock)
-    except Exception as exc:
-        if is_conditional_failure(exc):
-            return False
-        raise
-    return True
+        ddb, clock, TableName=s.table_name, Key=row_key(send.pk, send.sk), UpdateExpression="SET #e = :now",
+        ConditionExpression=SAME_SEND, ExpressionAttributeNames=_SEND_NAMES,
+        ExpressionAttributeValues={**_send_values(send), ":now": {"N": str(now_ms)}}) is not None
 
 
 def get_row(ddb: DynamoDBClient, s: Settings, clock: Clock, pk: str, sk: str) -> dict[str, Any] | None:
@@ -234,29 +222,66 @@ def delete_row(ddb: DynamoDBClient, s: Settings, clock: Clock, pk: str, sk: str)
     call_with_retry(lambda: ddb.delete_item(TableName=s.table_name, Key=row_key(pk, sk)), clock)
 
 
-DELETE_BATCH = 25  # BatchWriteItem's limit
+# A row is still the send a pointer names while it holds that send's attempt and a send mark no
+# later than the pointer's (a put over the key since has no mark, or a later one once claimed).
+SAME_SEND = "#a = :att AND #e <= :enq"
+_SEND_NAMES = {"#a": ATTR_ATTEMPT, "#e": ATTR_ENQUEUED_MS}
 
 
-def _delete_chunk(ddb: DynamoDBClient, s: Settings, clock: Clock, keys: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    def write(pending: list[Any]) -> list[Any]:
-        resp = ddb.batch_write_item(RequestItems={s.table_name: pending})
-        return list(resp.get("UnprocessedItems", {}).get(s.table_name, []))
-
-    requests: list[Any] = [{"DeleteRequest": {"Key": row_key(pk, sk)}} for pk, sk in keys]
-    try:
-        left = retry_unprocessed(write, requests, clock)
-    except Exception as exc:
-        obs.log("ERROR", "row delete failed", error=str(exc)[:300], rows=len(requests))
-        return list(keys)
-    return [(r["DeleteRequest"]["Key"]["pk"]["S"], r["DeleteRequest"]["Key"]["sk"]["S"]) for r in left]
+def _send_values(send: RowSend) -> dict[str, Any]:
+    return {":att": {"N": str(send.attempt)}, ":enq": {"N": str(send.enqueued_ms)}}
 
 
-def delete_rows(ddb: DynamoDBClient, s: Settings, clock: Clock, keys: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Delete rows 25 per BatchWriteItem, ``s.send_workers`` calls at a time (the same write
-    units as one DeleteItem per row, far fewer calls); returns the keys left undeleted."""
-    chunks = [keys[i : i + DELETE_BATCH] for i in range(0, len(keys), DELETE_BATCH)]
-    parts = pmap(lambda c: _delete_chunk(ddb, s, clock, c), chunks, s.send_workers)
-    return [key for part in parts for key in part]
+TRANSACT_MAX = 100  # TransactWriteItems' limit
+
+
+def cancellation_codes(exc: BaseException) -> list[str]:
+    """The per-item codes of a TransactionCanceledException ("None", "ConditionalCheckFailed", ...)."""
+    response = getattr(exc, "response", None)
+    reasons = response.get("CancellationReasons") if isinstance(response, dict) else None
+    return [str(r.get("Code")) for r in reasons] if isinstance(reasons, list) else []
+
+
+def _delete_chunk(ddb: DynamoDBClient, s: Settings, clock: Clock, sends: list[RowSend],
+                  written_over: list[RowSend]) -> list[RowSend]:
+    def write(pending: list[RowSend]) -> list[RowSend]:
+        try:
+            ddb.transact_write_items(TransactItems=[{"Delete": {
+                "TableName": s.table_name, "Key": row_key(r.pk, r.sk), "ConditionExpression": SAME_SEND,
+                "ExpressionAttributeNames": _SEND_NAMES, "ExpressionAttributeValues": _send_values(r)}} for r in pending])
+        except Exception as exc:
+            codes = cancellation_codes(exc)
+            if len(codes) != len(pending):
+                raise
+            # all or nothing: the rows written over since are left (new tasks), the others go again
+            written_over.extend(r for r, code in zip(pending, codes, strict=True) if code == "ConditionalCheckFailed")
+            return [r for r, code in zip(pending, codes, strict=True) if code != "ConditionalCheckFailed"]
+        return []
+
+    return retry_unprocessed(write, sends, clock)
+
+
+def delete_sent(ddb: DynamoDBClient, s: Settings, clock: Clock,
+                sends: list[RowSend]) -> tuple[list[RowSend], list[RowSend]]:
+    """Delete delivered rows while each is still the send delivered: TransactWriteItems of up to
+    100 conditional Deletes (2 write units a row), ``s.send_workers`` calls at a time. Returns
+    (the rows written over since, left in place: new tasks; the rows the table would not delete
+    now). A transaction is all or nothing: one cancelled for some rows' conditions is made again
+    without them."""
+    unique = list({(r.pk, r.sk): r for r in sends}.values())  # a transaction names an item once
+    chunks = [unique[i : i + TRANSACT_MAX] for i in range(0, len(unique), TRANSACT_MAX)]
+    written_over: list[RowSend] = []
+
+    def one(chunk: list[RowSend]) -> list[RowSend]:
+        try:
+            return _delete_chunk(ddb, s, clock, chunk, written_over)
+        except Exception as exc:
+            obs.log("ERROR", "row delete failed", error=str(exc)[:300], rows=len(chunk))
+            return chunk
+
+    left = [r for part in pmap(one, chunks, s.send_workers) for r in part]
+    done = {(r.pk, r.sk) for r in written_over}
+    return written_over, [r for r in left if (r.pk, r.sk) not in done]
 
 
 def reject_row(

@@ -98,3 +98,36 @@ def apply() -> bool:
     SQSBackend.is_message_valid_based_on_retention_period = retention_ok  # type: ignore[method-assign]  # patch moto
     _applied = True
     return True
+
+
+_ddb_lock = threading.RLock()
+_ddb_serialised = False
+
+
+def serialise_dynamodb() -> bool:
+    """Run moto's DynamoDB requests one at a time (the local stack's server is threaded).
+
+    moto's ``transact_write_items`` deep-copies each table it names (to roll back) while other
+    request threads may be writing to it: ``RuntimeError: dictionary changed size during
+    iteration``, a 500 the client retries (the consumer's deletes after delivery are transactions:
+    docs/architecture.md, "Cancellation never lies"). DynamoDB itself serialises a transaction
+    against single-item writes; one lock around moto's DynamoDB handler does the same here (moto
+    runs under one GIL: little is lost). True when in place."""
+    global _ddb_serialised
+    if _ddb_serialised:
+        return True
+    try:
+        from moto.dynamodb.responses import DynamoHandler
+    except ImportError:
+        return False
+    original = getattr(DynamoHandler, "call_action", None)
+    if original is None:
+        return False
+
+    def call_action(self: Any) -> Any:
+        with _ddb_lock:
+            return original(self)
+
+    DynamoHandler.call_action = call_action  # type: ignore[method-assign]  # patch moto
+    _ddb_serialised = True
+    return True

@@ -121,6 +121,7 @@ class LocalStack:
             raise LocalStackError(f"port {o.port} on {o.host} is in use (another local stack? try --port, "
                                   f"or `punctual local down`)")
         motoperf.apply()  # moto's per-message O(queue size) SQS costs (see motoperf)
+        motoperf.serialise_dynamodb()  # moto's transactions are not thread-safe (see motoperf)
         self.server = ThreadedMotoServer(ip_address=o.host, port=o.port, verbose=False)
         self.server.start()
         # moto's backends are process-global: start from an empty account (one local stack per process)

@@ -1,17 +1,19 @@
 """Cancellation never lies (invariant 4, docs/architecture.md "Cancellation never lies"): a user acts
 between two AWS calls of the consumer, over moto.
 
-The consumer fences each row (a conditional UpdateItem that marks it with the pointer's token and
-reads it) after its wait and before its send; the client's cancel and reschedule are conditional on
-no fence. So:
+The consumer fences a run's due second (an UpdateItem of one item per partition and second in the
+meta partition) after its wait, then reads the run's rows (a consistent Query), sends, and deletes
+each row while it is still the send delivered (SAME_SEND). The client's cancel and reschedule are
+transactions with a ConditionCheck that the task's second has no fence. So:
 
 - before the fence, the user wins: the cancel or reschedule returns, the old delivery never happens;
 - after it, the delivery wins: they answer AlreadyDelivered and change nothing;
-- a row written over the key after the fence (a raw put: a new task) is never deleted by the
-  delivery that read the old one, and no old payload replaces it.
+- a row written over the key after the read (a raw put: a new task, claimed or not) is never deleted
+  by the delivery that read the old one, and is delivered on its own.
 
-The cut-off is the fence itself: a cancel is refused from the moment the consumer fences the row,
-which is at (or, after a wait, right at) the due millisecond: nothing before due is refused.
+The cut-off is the fence of the task's (partition, due second): written at the due ms of the first
+task of that second delivered, so a cancel is refused from up to 999 ms before its task's due
+(never earlier than the start of its due second); a task alone in its second, up to its due ms.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from typing import Any
 import pytest
 
 from punctual.client import PunctualClient
-from punctual.core.models import ATTR_DELIVERING
+from punctual.core.models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS, DelayMessage
 from punctual.core.usecases.consume import consume
+from punctual.core.usecases.poll import poll
 from punctual.errors import AlreadyDelivered
-from tests.consumer_support import ack, delivered, enqueue, receive_event, run_consumer, schedule
+from tests.consumer_support import ack, delivered, enqueue, mark_claimed, receive_event, run_consumer, schedule
 from tests.support import T0_MS, client
 
 DUE = T0_MS
@@ -37,9 +40,12 @@ def user(stack) -> PunctualClient:
     return PunctualClient(stack.settings.table_name, ddb=client("dynamodb"), clock=stack.deps.clock)
 
 
-def before_consumer_call(stack, op: str, action: Callable[[], Any]) -> dict[str, Any]:
-    """Run ``action`` once, right before the consumer's first call of ``op``; what it returned or
-    raised is in the dict this returns."""
+BOOKKEEPING = (ATTR_ATTEMPT, ATTR_ENQUEUED_MS, ATTR_CLAIM)
+
+
+def before_consumer_call(stack, op: str, action: Callable[[], Any], when: str = "before") -> dict[str, Any]:
+    """Run ``action`` once, right before (or ``when="after"``) the consumer's first call of ``op``;
+    what it returned or raised is in the dict this returns."""
     out: dict[str, Any] = {}
 
     def hook(model: Any, **_: Any) -> None:
@@ -51,7 +57,7 @@ def before_consumer_call(stack, op: str, action: Callable[[], Any]) -> dict[str,
                 out["error"] = exc
 
     for c in (stack.ddb, stack.sqs):
-        c.meta.events.register(f"before-call.{c.meta.service_model.service_name}", hook)
+        c.meta.events.register(f"{when}-call.{c.meta.service_model.service_name}", hook)
     return out
 
 
@@ -79,8 +85,8 @@ def test_a_cancel_before_the_fence_wins_and_nothing_is_delivered(stack, frozen, 
 
 
 def test_a_cancel_after_the_fence_answers_already_delivered_and_the_task_goes_once(stack, frozen, task):
-    """Mutant: the cancel's condition without the fence (a plain attribute_exists): the cancel then
-    returns while the event goes out (issue 28's lie)."""
+    """Mutant: the cancel's transaction without the fence's ConditionCheck: the cancel then returns
+    while the event goes out (issue 28's lie)."""
     seen = before_consumer_call(stack, "SendMessageBatch", lambda: user(stack).cancel(task))
     assert run_consumer(stack) == {"batchItemFailures": []}
     assert isinstance(seen.get("error"), AlreadyDelivered)
@@ -89,7 +95,7 @@ def test_a_cancel_after_the_fence_answers_already_delivered_and_the_task_goes_on
 
 
 def test_a_put_over_the_key_after_the_fence_is_a_new_task_the_delivery_never_deletes(stack, frozen, task):
-    """Cancel (refused), then a raw put of the same key with a new payload, between the fence and the
+    """Cancel (refused), then a raw put of the same key with a new payload, between the read and the
     send: the old payload is delivered (its delivery had won), and the new row stays, untouched, to
     be delivered on its own (issue 28: the unconditional delete removed it, silently). Mutant: an
     unconditional delete."""
@@ -103,7 +109,46 @@ def test_a_put_over_the_key_after_the_fence_is_a_new_task_the_delivery_never_del
     assert seen["ran"] and "error" not in seen
     assert [e["payload"] for e in delivered(stack)] == [{"v": "old"}]
     (row,) = stack.rows()
-    assert row["payload"] == {"M": {"v": {"S": "new"}}} and ATTR_DELIVERING not in row
+    assert row["payload"] == {"M": {"v": {"S": "new"}}} and not set(BOOKKEEPING) & set(row)
+    # a new task: a poll sends it and it is delivered once, with its own payload
+    assert poll(stack.deps).sent == 1
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert [e["payload"] for e in delivered(stack)] == [{"v": "new"}] and stack.rows() == []
+
+
+def test_a_cancel_right_after_the_read_answers_already_delivered(stack, frozen, task):
+    """The user acts right after the consumer's read of the row (its Query): the fence came before
+    the read, so the cancel is refused and the task goes once. Mutant: the read before the fence (a
+    cancel between them returns, and the row already read goes out: a cancel that lied)."""
+    seen = before_consumer_call(stack, "Query", lambda: user(stack).cancel(task), when="after")
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert seen["ran"] and isinstance(seen.get("error"), AlreadyDelivered), seen
+    assert [e["key"] for e in delivered(stack)] == [task] and stack.rows() == []
+
+
+def test_a_put_over_the_key_claimed_after_the_read_is_never_deleted_and_goes_once(stack, frozen, task):
+    """After the read, a raw put over the key (a new task) is claimed for its own send (attempt 1,
+    a later send mark) before the old delivery's delete: the delete's condition (the row still holds
+    the send delivered: its attempt and a send mark no later than the pointer's) leaves it, and its
+    own pointer delivers it once. Mutant: SAME_SEND on the attempt alone (the new task deleted:
+    lost)."""
+    claimed_ms = DUE + 1_000
+
+    def put_and_claim() -> None:
+        raw_put(stack, task, {"v": "new"})
+        mark_claimed(stack, task, 1, claimed_ms)
+
+    seen = before_consumer_call(stack, "SendMessageBatch", put_and_claim)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert seen["ran"] and "error" not in seen
+    assert [e["payload"] for e in delivered(stack)] == [{"v": "old"}]
+    (row,) = stack.rows()
+    assert row["payload"] == {"M": {"v": {"S": "new"}}}
+    frozen.tick(1)
+    stack.sqs.send_message(QueueUrl=stack.settings.delay_queue_url, MessageBody=DelayMessage(
+        pk="scheduler", sk=task, due_ms=DUE, attempt=1, enqueued_ms=claimed_ms).body())
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert [e["payload"] for e in delivered(stack)] == [{"v": "new"}] and stack.rows() == []
 
 
 def test_a_cancel_and_a_put_over_the_key_before_the_fence_deliver_only_the_new_task(stack, frozen, task):
@@ -116,6 +161,9 @@ def test_a_cancel_and_a_put_over_the_key_before_the_fence_deliver_only_the_new_t
     assert delivered(stack) == []  # the old pointer is for a send of the old task: dropped
     (row,) = stack.rows()
     assert row["payload"] == {"M": {"v": {"S": "new"}}}  # the new task waits for its own send
+    assert poll(stack.deps).sent == 1
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert [e["payload"] for e in delivered(stack)] == [{"v": "new"}] and stack.rows() == []
 
 
 def test_a_reschedule_after_the_fence_answers_already_delivered_and_changes_nothing(stack, frozen, task):
@@ -172,3 +220,29 @@ def test_a_cancel_during_the_consumers_wait_wins(stack, frozen):
     ack(stack, event, response)
     assert clock.ran and clock.out.key == sk  # the cancel returned
     assert delivered(stack) == [] and stack.rows() == []
+
+
+def test_the_fence_covers_the_partitions_due_second_a_later_task_in_it_is_refused_then_goes_once(stack, frozen):
+    """The window: two tasks due in one second; once the first is delivered (its second fenced), a
+    cancel of the second, 600 ms before its due, is refused and it goes once at its own due ms. A
+    task of the next second is still cancellable."""
+    first = schedule(stack, DUE, "first", {"v": "1"})
+    second = schedule(stack, DUE + 600, "second", {"v": "2"})
+    other = schedule(stack, DUE + 1_000, "next", {"v": "3"})
+    for sk, due in ((first, DUE), (second, DUE + 600), (other, DUE + 1_000)):
+        enqueue(stack, sk, due, delay_seconds=0)
+    outcomes: dict[str, Any] = {}
+
+    def cancels() -> None:
+        for sk in (second, other):
+            try:
+                outcomes[sk] = user(stack).cancel(sk)
+            except AlreadyDelivered as exc:
+                outcomes[sk] = exc
+
+    seen = before_consumer_call(stack, "SendMessageBatch", cancels)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert seen["ran"] and isinstance(outcomes[second], AlreadyDelivered) and outcomes[other].key == other
+    got = delivered(stack)
+    assert [(e["key"], e["lateness_ms"]) for e in got] == [(first, 0), (second, 0)]
+    assert stack.rows() == []

@@ -13,7 +13,7 @@ from punctual.functions.consumer.handler import handler
 
 from punctual.core import observability as obs
 from punctual.core.config import to_environment
-from punctual.core.models import ATTR_DELIVERING, ATTR_ENQUEUED_MS, event_id
+from punctual.core.models import ATTR_ENQUEUED_MS, event_id
 from punctual.core.runtime import reset_default_deps
 from punctual.core.usecases.consume import consume, queue_url_from_arn
 from tests.consumer_support import (
@@ -124,20 +124,24 @@ def test_batch_sorted_by_due_waits_progressively(stack, frozen):
     assert max(e["lateness_ms"] for e in events) <= 5
     # 1200 and 1205 share one wait and one SendMessageBatch; the others go as they fall due.
     assert faults.count("SendMessageBatch") == 5
-    assert faults.count("UpdateItem") == faults.count("DeleteItem") == 6  # a fence and a delete per row
+    # a fence per due second (0, 300 and 700 share one; 1200, 1205 and 1900 the next), a consistent
+    # Query per run, and one transaction of conditional deletes per run (before the next wait)
+    assert (faults.count("UpdateItem"), faults.count("Query"), faults.count("TransactWriteItems")) == (2, 5, 5)
+    assert faults.count("DeleteItem") == faults.count("GetItem") == 0
     assert now_ms(stack) == T0_MS + 1_900
 
 
-def test_due_messages_of_a_batch_go_in_one_send_with_a_fence_and_a_delete_per_row(stack, frozen, logs):
+def test_due_messages_of_a_batch_go_in_one_send_with_one_fence_one_query_and_one_delete_call(stack, frozen, logs):
     for i in range(10):
         due = T0_MS - 1_000 + i  # all past due when received
         enqueue(stack, schedule(stack, due, f"n{i}"), due, delay_seconds=0)
     faults = Faults(stack.sqs, stack.ddb)
     assert run_consumer(stack) == {"batchItemFailures": []}
     assert faults.count("SendMessageBatch") == 1
-    # each row: its fence (a conditional UpdateItem that also reads it) and a conditional delete
-    assert (faults.count("UpdateItem"), faults.count("DeleteItem")) == (10, 10)
-    assert faults.count("Query") == faults.count("BatchWriteItem") == 0
+    # the run: one fence of its due second (UpdateItem), one consistent Query of its rows, and one
+    # TransactWriteItems of ten conditional deletes: no call per row
+    assert (faults.count("UpdateItem"), faults.count("Query"), faults.count("TransactWriteItems")) == (1, 1, 1)
+    assert faults.count("DeleteItem") == faults.count("GetItem") == faults.count("BatchWriteItem") == 0
     events = delivered(stack)
     assert len(events) == 10
     [lateness] = metric_values(logs(), "LatenessMs")
@@ -332,7 +336,7 @@ def test_crash_before_delivery_delivers_once_later(stack, frozen, crash):
 def test_crash_after_delete_before_ack_is_dropped_on_redelivery(stack, frozen):
     sk = schedule(stack, T0_MS, "c3")
     enqueue(stack, sk, T0_MS, delay_seconds=0)
-    faults = Faults(stack.sqs, stack.ddb).crash_after("DeleteItem")
+    faults = Faults(stack.sqs, stack.ddb).crash_after("TransactWriteItems")
     with pytest.raises(InjectedCrash):
         run_consumer(stack)
     faults.clear()
@@ -344,9 +348,9 @@ def test_crash_after_delete_before_ack_is_dropped_on_redelivery(stack, frozen):
 @pytest.mark.parametrize("code,times", [("InternalError", 6), ("AccessDenied", 1)])
 def test_a_failed_delivery_send_is_retried_by_a_copy_of_its_pointer_20_s_later(stack, frozen, code, times):
     """SQS failing the delivery send: the record is not failed (SQS would redeliver it after the
-    180 s visibility timeout and, after 10 receives, send it to the DLQ); the row is un-fenced with
-    its orphan clock restarted, and a copy of its pointer, with the same send's token, goes back
-    to the delay queue 20 s later (issue 28)."""
+    180 s visibility timeout and, after 10 receives, send it to the DLQ); the row's orphan clock is
+    restarted (its send mark set to now) and a copy of its pointer, of the same attempt and carrying
+    that send mark, goes back to the delay queue 20 s later (issue 28)."""
     sk = schedule(stack, T0_MS, "f1")
     enqueue(stack, sk, T0_MS, delay_seconds=0)
     faults = Faults(stack.sqs, stack.ddb).fail("SendMessageBatch", code, times=times)
@@ -355,10 +359,10 @@ def test_a_failed_delivery_send_is_retried_by_a_copy_of_its_pointer_20_s_later(s
     faults.clear()
     assert delivered(stack) == []
     [row] = stack.rows()
-    assert ATTR_DELIVERING not in row and row[ATTR_ENQUEUED_MS] == {"N": str(now_ms(stack))}
+    assert row[ATTR_ENQUEUED_MS] == {"N": str(now_ms(stack))}
     [(body, delay)] = [(json.loads(e["MessageBody"]), e["DelaySeconds"]) for e in sent
                        if e["QueueUrl"] == stack.settings.delay_queue_url]
-    assert (body["sk"], body["attempt"], delay) == (sk, 1, 20)
+    assert (body["sk"], body["attempt"], body["enqueued_ms"], delay) == (sk, 1, now_ms(stack), 20)
     frozen.tick(20)
     assert run_consumer(stack) == {"batchItemFailures": []}
     [ev] = delivered(stack)
@@ -403,7 +407,7 @@ def test_a_failed_delete_is_retried_for_the_delete_alone_without_a_second_delive
     it was one duplicate per redelivery of the message)."""
     sk = schedule(stack, T0_MS, "d1")
     enqueue(stack, sk, T0_MS, delay_seconds=0)
-    faults = Faults(stack.sqs, stack.ddb).fail("DeleteItem", "AccessDeniedException", times=7 * 3)
+    faults = Faults(stack.sqs, stack.ddb).fail("TransactWriteItems", "AccessDeniedException", times=7 * 3)
     assert run_consumer(stack) == {"batchItemFailures": []}
     [first] = delivered(stack)
     for _ in range(3):  # the delete keeps failing: the copy goes round, nothing is sent again
@@ -552,7 +556,10 @@ def test_a_group_is_delivered_on_its_rows_due_times_with_batched_sends(stack, fr
     events = delivered(stack)
     assert sorted(e["key"] for e in events) == sks
     assert all(0 <= e["lateness_ms"] <= 10 for e in events)
-    assert faults.count("SendMessageBatch") >= 10 and faults.count("UpdateItem") == faults.count("DeleteItem") == 25
+    # one fence of their due second, one Query per run; the 25 deletes in one transaction at the
+    # end (runs 10 ms apart leave no wait long enough to delete in: DELETE_WHILE_WAITING_MS)
+    assert faults.count("SendMessageBatch") >= 10 and faults.count("UpdateItem") == 1
+    assert faults.count("Query") == faults.count("SendMessageBatch") and faults.count("TransactWriteItems") == 1
     assert stack.rows() == []
 
 

@@ -176,3 +176,40 @@ def test_with_the_table_failing_the_rule_alone_is_never_moved_later(stack, froze
     assert rule() == ("ENABLED", one_shot_cron(hours))
     assert ensure_poll(stack.deps, None) is None  # and moved earlier when a sooner poll is asked
     assert rule() == ("ENABLED", one_shot_cron(next_minute_after(clock.now_ms() + ARM_MARGIN_MS)))
+
+
+def test_arming_the_rule_alone_never_moves_it_from_an_earlier_minute_still_to_come(stack, frozen):
+    """DynamoDB writes failing: the consumer arms the rule alone for each poll request. A request for
+    a later minute (an editor's row due hours ahead) must not replace an earlier minute the rule
+    holds and has not reached (a failed poll's request for the next minute): that cancelled the
+    poll, and with it the chain of requests, until a poll 5 minutes after the recovery (the quick
+    faults scenario's 30-minute "dynamodb writes" outage: 320 s after the recovery, promise 120 s).
+    The minute in progress may still fire (EventBridge fires anywhere in it): kept; once it has
+    passed, a request moves the rule."""
+    from punctual.core.arming import rule_alone_minute
+    from punctual.core.cron import one_shot_cron, parse_one_shot_cron
+    from punctual.core.usecases.ensure_poll import ensure_poll
+    from tests.faults import Faults
+
+    soon = next_minute_after(T0_MS + ARM_MARGIN_MS)
+    hours = soon + 6 * 60 * MINUTE_MS
+    def armed() -> int:
+        return parse_one_shot_cron(stack.rule()["ScheduleExpression"])
+
+    Faults(stack.ddb).fail("UpdateItem", "InternalError", times=1_000)
+    assert ensure_poll(stack.deps, None) is None  # the table refused: the rule alone, for soon
+    assert armed() == soon
+    assert ensure_poll(stack.deps, hours) is None
+    assert armed() == soon  # kept: its poll is still coming
+    frozen.tick((soon + 5_000 - stack.deps.clock.now_ms()) / 1000)
+    assert ensure_poll(stack.deps, hours) is None
+    assert armed() == soon  # in progress: its firing may be pending
+    frozen.tick(60)
+    assert ensure_poll(stack.deps, hours) is None
+    assert armed() == hours  # passed (fired, or dead): replaced
+    # the decision alone
+    assert rule_alone_minute(hours, soon, soon - 1) is None
+    assert rule_alone_minute(hours, soon, soon + MINUTE_MS - 1) is None  # the minute in progress
+    assert rule_alone_minute(hours, soon, soon + MINUTE_MS) == hours
+    assert rule_alone_minute(soon, hours, T0_MS) == soon and rule_alone_minute(soon, None, T0_MS) == soon
+    assert one_shot_cron(soon)  # a valid minute

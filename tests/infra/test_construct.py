@@ -69,6 +69,13 @@ def test_table(demo):
     )
 
 
+def test_table_expires_the_delivery_fences(demo):
+    """The consumer writes a fence item per partition and due second (store.fence_second) with its
+    expiry in ATTR_EXPIRES: DynamoDB's TTL on that attribute removes them a day later."""
+    demo.template.has_resource_properties("AWS::DynamoDB::Table", {
+        "TimeToLiveSpecification": {"AttributeName": "punctual_expires", "Enabled": True}})
+
+
 def test_table_retained_by_default(demo, custom):
     from aws_cdk import App, Stack
     from aws_cdk.assertions import Template
@@ -356,7 +363,8 @@ def test_least_privilege(demo):
     )
     assert grants(d, s.consumer_function.role) == (
         pairs(logs, log_group(s.consumer_function))
-        | pairs(["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"], table)
+        # fences (UpdateItem), the run's rows (Query), deletes in TransactWriteItems (DeleteItem), the meta row
+        | pairs(["dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"], table)
         # the delivery; copies of pointers retried later and poll requests asked again (delay)
         | pairs(["sqs:SendMessage"], delivery, rejected, delay)
         # arming a poll asked for (a poll request, a failure notice)
@@ -409,13 +417,17 @@ def test_kms_grants(custom):
 def test_grant_schedule(demo):
     s = demo.scheduler
     st = statements(demo, demo.stack.producer_role)
-    (only,) = st
+    (only, fences) = st
     assert set(only["Action"]) == set(c.SCHEDULE_ACTIONS)
     assert {"dynamodb:PutItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:Query"} <= set(
         only["Action"])
     assert only["Resource"] == getatt(demo.logical_id(s.table))
-    # producers are confined to the task partition: the meta (arming) row is out of reach
+    # producers are confined to the task partition: the meta (arming) row is out of reach; in the meta
+    # partition they may only check a delivery fence (cancel and reschedule's ConditionCheck)
     assert only["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["scheduler"]}}
+    assert fences["Action"] in ("dynamodb:ConditionCheckItem", ["dynamodb:ConditionCheckItem"])
+    assert fences["Resource"] == only["Resource"]
+    assert fences["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["__punctual__"]}}
 
 
 def test_grant_schedule_returns_the_kms_grant_too():

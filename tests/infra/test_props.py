@@ -194,5 +194,5 @@ def test_shards_reach_the_functions_and_grant_schedule_covers_every_partition():
     assert _env(s)[ENV["shards"]] == "4"
     (policy,) = [p for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
                  if "Producer" in json.dumps(p["Properties"]["Roles"])]
-    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    (statement, _fence_check) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": list(s.partitions)}}

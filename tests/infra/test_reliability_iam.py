@@ -13,6 +13,9 @@ from tests.infra.test_construct import grants
 
 BATCH_ALIASES = {"SendMessageBatch": "SendMessage", "DeleteMessageBatch": "DeleteMessage",
                  "ChangeMessageVisibilityBatch": "ChangeMessageVisibility"}
+# A transaction is authorised by the actions of its items: the handlers' transactions hold conditional
+# Deletes only (the consumer's store.delete_sent).
+TRANSACT_ITEMS = {"TransactWriteItems": "DeleteItem"}
 EVENTS_OPS = {"PutRule", "DisableRule", "EnableRule", "DescribeRule"}
 SQS_OPS = {"SendMessage", "DeleteMessage", "ChangeMessageVisibility", "ReceiveMessage", "GetQueueAttributes"}
 # granted for the platform, not called by the handler code
@@ -26,7 +29,7 @@ RARE = {"events:DisableRule": "punctual/core/arming.py",  # nothing pending any 
 
 
 def iam_action(op: str) -> str:
-    op = BATCH_ALIASES.get(op, op)
+    op = TRANSACT_ITEMS.get(op, BATCH_ALIASES.get(op, op))
     if op in EVENTS_OPS:
         return f"events:{op}"
     if op in SQS_OPS:

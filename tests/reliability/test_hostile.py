@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from punctual.core.config import Settings
+from punctual.core.config import ATTR_EXPIRES, Settings
 from punctual.core.keys import encode_sk
 from punctual.core.models import MAX_EVENT_BYTES, MAX_PAYLOAD_BYTES, RowRejected, dumps, task_from_item
 from tests.reliability.crashes import START, run_items
@@ -197,9 +197,11 @@ def test_hostile_catalogue_end_to_end(shards):
             continue  # a non-string sk cannot be written: DynamoDB refuses it (see test below)
         assert codes.get(sk) == code, (name, codes.get(sk))
     assert codes.get(foreign["sk"]["S"]) == "wrong_pk"
-    # rejected rows left the table; Punctual's own meta row (another pk) was not taken for one
+    # rejected rows left the table; Punctual's own meta items (another pk: the rule's row and the
+    # delivery fences, which expire) were not taken for one
     left = {(r["pk"].get("S"), r["sk"].get("S")) for r in run.remaining}
-    assert left <= {("__punctual__", "rule")}, left
+    assert all(pk == "__punctual__" and (sk == "rule" or sk.startswith("fence#")) for pk, sk in left), left
+    assert all(ATTR_EXPIRES in r for r in run.remaining if r["sk"]["S"].startswith("fence#"))
 
 
 def test_payloads_are_not_logged_by_default():

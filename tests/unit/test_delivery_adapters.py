@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from botocore.exceptions import ClientError
+
 from punctual.core.clock import ManualClock
 from punctual.core.config import Settings
+from punctual.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, RowSend
 from punctual.core.queues import MAX_BATCH_BYTES, Outgoing, batches, send_all
 from punctual.core.retry import ATTEMPTS
-from punctual.core.store import delete_rows, rows_between
+from punctual.core.store import SAME_SEND, delete_sent, rows_between
 
 
 def out(n, size=10):
@@ -45,23 +48,35 @@ def test_send_all_never_exceeds_the_batch_size_limit():
 
 
 class FakeDdb:
-    """BatchWriteItem that leaves half of the deletes unprocessed for the first rounds, and a
+    """TransactWriteItems of conditional Deletes (SAME_SEND: the row's attempt and send mark), all or
+    nothing, cancelled with a reason per item, throttled for its first ``throttled`` calls; and a
     Query that pages."""
 
-    def __init__(self, rows, unprocessed_rounds=1):
-        self.rows, self.rounds, self.calls = dict(rows), unprocessed_rounds, []
+    def __init__(self, rows, throttled=0):
+        self.rows, self.throttled, self.calls = dict(rows), throttled, []
 
-    def batch_write_item(self, RequestItems):  # noqa: N803
-        [(table, reqs)] = RequestItems.items()
-        assert len(reqs) <= 25
-        self.calls.append(len(reqs))
-        held = reqs[len(reqs) // 2 :] if self.rounds > 0 else []
-        self.rounds -= 1
-        for r in reqs:
-            if r not in held:
-                key = r["DeleteRequest"]["Key"]
-                self.rows.pop((key["pk"]["S"], key["sk"]["S"]), None)
-        return {"UnprocessedItems": {table: held} if held else {}}
+    def transact_write_items(self, TransactItems):  # noqa: N803
+        assert len(TransactItems) <= 100
+        self.calls.append(len(TransactItems))
+        if self.throttled > 0:
+            self.throttled -= 1
+            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "TransactWriteItems")
+        codes = []
+        for t in TransactItems:
+            d = t["Delete"]
+            assert d["ConditionExpression"] == SAME_SEND
+            key = (d["Key"]["pk"]["S"], d["Key"]["sk"]["S"])
+            row, want = self.rows.get(key), d["ExpressionAttributeValues"]
+            ok = (row is not None and row.get(ATTR_ATTEMPT) == want[":att"] and ATTR_ENQUEUED_MS in row
+                  and int(row[ATTR_ENQUEUED_MS]["N"]) <= int(want[":enq"]["N"]))
+            codes.append("None" if ok else "ConditionalCheckFailed")
+        if "ConditionalCheckFailed" in codes:
+            raise ClientError({"Error": {"Code": "TransactionCanceledException"},
+                               "CancellationReasons": [{"Code": c} for c in codes]}, "TransactWriteItems")
+        for t in TransactItems:
+            key = t["Delete"]["Key"]
+            del self.rows[(key["pk"]["S"], key["sk"]["S"])]
+        return {}
 
     def query(self, TableName, KeyConditionExpression, ExpressionAttributeValues, ConsistentRead,  # noqa: N803
               ExclusiveStartKey=None, **_):
@@ -77,26 +92,50 @@ class FakeDdb:
         return resp
 
 
-def row(sk):
-    return {"pk": {"S": "scheduler"}, "sk": {"S": sk}, "payload": {"M": {}}}
+def row(sk, attempt=None, enqueued_ms=None):
+    item = {"pk": {"S": "scheduler"}, "sk": {"S": sk}, "payload": {"M": {}}}
+    if attempt is not None:
+        item[ATTR_ATTEMPT] = {"N": str(attempt)}
+    if enqueued_ms is not None:
+        item[ATTR_ENQUEUED_MS] = {"N": str(enqueued_ms)}
+    return item
 
 
-def test_delete_rows_by_25_retrying_unprocessed_items():
-    rows = {("scheduler", f"k{i:03}"): row(f"k{i:03}") for i in range(60)}
-    ddb, clock = FakeDdb(rows), ManualClock()
-    left = delete_rows(ddb, Settings(send_workers=1), clock, list(rows))
-    assert left == [] and ddb.rows == {}
-    assert max(ddb.calls) == 25 and ddb.calls[:2] == [25, 13]  # the unprocessed half asked again
+def sent(sk, attempt=1, enqueued_ms=1_000):
+    return RowSend("scheduler", sk, attempt, enqueued_ms)
+
+
+def test_delete_sent_by_100_per_transaction_retrying_throttled_calls():
+    rows = {("scheduler", f"k{i:03}"): row(f"k{i:03}", 1, 1_000) for i in range(150)}
+    ddb, clock = FakeDdb(rows, throttled=1), ManualClock()
+    assert delete_sent(ddb, Settings(send_workers=1), clock, [sent(sk) for _, sk in rows]) == ([], [])
+    assert ddb.rows == {}
+    assert ddb.calls == [100, 100, 50]  # the throttled first transaction asked again, whole
     assert clock.slept_ms > 0  # backed off
 
 
-def test_delete_rows_returns_the_keys_left_undeleted():
-    rows = {("scheduler", "a"): row("a"), ("scheduler", "b"): row("b")}
-    ddb = FakeDdb(rows, unprocessed_rounds=100)
-    assert delete_rows(ddb, Settings(), ManualClock(), list(rows)) == [("scheduler", "b")]
-    assert list(ddb.rows) == [("scheduler", "b")]
-    assert len(ddb.calls) == ATTEMPTS  # one retry layer: one request per attempt, not attempts x attempts
-    assert delete_rows(FakeDdb({}), Settings(), ManualClock(), []) == []
+def test_delete_sent_leaves_the_rows_written_over_and_deletes_the_others():
+    """All or nothing: a transaction cancelled for some rows' conditions is made again without them.
+    Left: a put over the key (no send mark: a new task), a newer send (an orphan resend: another
+    attempt), a new task claimed since (a later send mark); deleted: a row whose orphan clock was
+    restarted (an earlier or equal mark)."""
+    rows = {("scheduler", "new"): row("new"), ("scheduler", "resent"): row("resent", 2, 900),
+            ("scheduler", "claimed"): row("claimed", 1, 1_001), ("scheduler", "same"): row("same", 1, 1_000),
+            ("scheduler", "restarted"): row("restarted", 1, 400)}
+    ddb = FakeDdb(rows)
+    over, left = delete_sent(ddb, Settings(), ManualClock(), [sent(sk) for _, sk in rows])
+    assert sorted(r.sk for r in over) == ["claimed", "new", "resent"] and left == []
+    assert sorted(sk for _, sk in ddb.rows) == ["claimed", "new", "resent"]
+    assert ddb.calls == [5, 2]
+
+
+def test_delete_sent_returns_the_rows_left_undeleted_when_the_table_fails():
+    rows = {("scheduler", "a"): row("a", 1, 1_000), ("scheduler", "b"): row("b", 1, 1_000)}
+    ddb = FakeDdb(rows, throttled=100)
+    over, left = delete_sent(ddb, Settings(), ManualClock(), [sent("a"), sent("b"), sent("a")])
+    assert over == [] and sorted(r.sk for r in left) == ["a", "b"] and len(ddb.rows) == 2
+    assert ddb.calls == [2] * ATTEMPTS  # one item per row (a transaction names an item once), one retry layer
+    assert delete_sent(FakeDdb({}), Settings(), ManualClock(), []) == ([], [])
 
 
 def test_rows_between_reads_the_inclusive_range_across_pages():

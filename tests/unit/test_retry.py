@@ -43,6 +43,7 @@ def test_server_errors_and_botocore_standard_codes_are_retryable():
     """botocore's own retries are off (runtime.make_clients), so ours must cover what it did."""
     assert is_retryable(ClientError("Whatever", status=503))
     assert is_retryable(ClientError("TransactionInProgressException"))
+    assert is_retryable(ClientError("TransactionConflictException"))  # the fence while a cancel checks it
     assert not is_retryable(ClientError("ConditionalCheckFailedException"))
 
 

@@ -1,4 +1,4 @@
-"""Consumer: delay-queue batch -> wait to the exact ms -> fence, deliver, delete.
+"""Consumer: delay-queue batch -> wait to the exact ms -> fence, read, deliver, delete.
 
 Each record is a message pointing at one row (DelayMessage) or at a group of rows due together
 (DelayGroup, docs/architecture.md "Groups"), or asks for a poll (a PollRequest, a Lambda failure
@@ -8,8 +8,9 @@ notice):
 2. due later than ``max_wait_ms`` (a group: plus its extra wake; less when the invocation's time
    left is short, :func:`max_wait_ms`) -> ChangeMessageVisibility to its due time, batch item failure;
 3. pointers re-sent for their delete only: delete (usecases/deliver.finish_deletes);
-4. otherwise, in due order, runs of rows due together: wait to the last due ms, then fence, send
-   and delete them (usecases/deliver.py: the deletes while waiting for the next run or at the end);
+4. otherwise, in due order, runs of rows due together: wait to the last due ms, then fence their
+   due seconds, read, send and delete them (usecases/deliver.py: the deletes while waiting for the
+   next run or at the end);
 5. poll requests and failure notices: arm one poll (usecases/ensure_poll.py).
 
 A crash anywhere loses nothing: the batch is redelivered after the visibility timeout and the row
@@ -34,11 +35,11 @@ from punctual.core.consumer_rules import (
     parse_record,
     plan_consume,
 )
-from punctual.core.models import DeliveredEvent, Task
+from punctual.core.models import DeliveredEvent
 from punctual.core.planning import GROUP_MAX_EXTRA_WAKE_MS
 from punctual.core.retry import call_with_retry, time_left_ms
 from punctual.core.runtime import Deps
-from punctual.core.usecases.deliver import delete_delivered, fence_rows, finish_deletes, send_events
+from punctual.core.usecases.deliver import delete_delivered, finish_deletes, read_rows, send_events
 from punctual.core.usecases.ensure_poll import RETRY_SECONDS, ensure_poll, request_poll
 
 
@@ -52,7 +53,8 @@ class ConsumeReport:
     handed_off: int = 0  # messages handed to other invocations (consumer_rules.hand_off)
     poison: int = 0
     controls: list[Control] = field(default_factory=list)  # poll requests and failure notices
-    undeleted: list[tuple[Pending, Task]] = field(default_factory=list)  # delivered, row not yet deleted
+    undeleted: list[Pending] = field(default_factory=list)  # delivered, row not yet deleted
+    fenced: set[tuple[str, int]] = field(default_factory=set)  # (task pk, due second) fenced by this invocation
 
     def response(self) -> dict[str, Any]:
         seen = dict.fromkeys(self.failures)
@@ -112,7 +114,7 @@ def _put_back(deps: Deps, queue_url: str, rec: Pending, seconds: int, report: Co
 
 
 def _deliver_runs(deps: Deps, keep: list[Pending], report: ConsumeReport) -> None:
-    """The kept pointers (sorted by due), in runs due together: one wait, then fence, send and
+    """The kept pointers (sorted by due), in runs due together: one wait, then fence, read, send and
     delete (the deletes before a wait, or at the end: they never hold back a run that is due)."""
     clock = deps.clock
     while keep:
@@ -120,7 +122,7 @@ def _deliver_runs(deps: Deps, keep: list[Pending], report: ConsumeReport) -> Non
         group, keep = keep[:n], keep[n:]
         sleep_until(clock, group[-1].due_ms)  # one wait serves the whole group
         try:
-            send_events(deps, fence_rows(deps, group, report), report)
+            send_events(deps, read_rows(deps, group, report), report)
         except Exception as exc:  # an unexpected bug: retry this group, keep the rest of the batch going
             obs.log("ERROR", "delivery group failed", exc=exc,
                     message_ids=sorted({rec.message_id for rec in group}))

@@ -1,14 +1,17 @@
 """Use case "deliver a run": the rows a run of delay-queue pointers due together point at, at
 their due millisecond (the consumer calls it after its wait).
 
-1. **fence** each row (``store.fence``: one conditional write that marks it as being delivered
-   by this pointer and reads it): a row gone, sent again since, or taken by another pointer is
-   dropped; a row that became invalid is rejected. A cancel landing before the fence wins; one
-   after it answers AlreadyDelivered (docs/architecture.md, "Cancellation never lies");
+1. **fence** the run's due seconds (``store.fence_second``: one item per partition and due second,
+   once per invocation), then **read** its rows with one consistent Query per partition
+   (``store.rows_between``). A row gone (cancelled, rescheduled, delivered), sent again since (a
+   newer pointer delivers it) or written over (a new task) is dropped; a row that became invalid
+   is rejected. A cancel landing before the fence wins (the read does not see its row); one after
+   it answers AlreadyDelivered (docs/architecture.md, "Cancellation never lies");
 2. **send** the events (the clock re-read first: never early); an event SQS refuses for its
-   content rejects its row (``undeliverable``); one SQS failed to take is un-fenced and retried;
-3. **delete** each delivered row while it still holds our mark (``store.delete_fenced``): a row
-   put over it since is a new task, never deleted by a delivery that read the old one.
+   content rejects its row (``undeliverable``); one SQS failed to take is retried later;
+3. **delete** the delivered rows while each is still the send delivered (``store.delete_sent``:
+   TransactWriteItems of up to 100 conditional Deletes, after the run's sends): a row put over
+   since is a new task, never deleted by a delivery that read the old one.
 
 Whatever the table or SQS would not do now is retried by a copy of its pointer sent back to the
 delay queue ``RETRY_SECONDS`` later (:func:`retry_later`), never by letting SQS redeliver the
@@ -25,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 from punctual.core import observability as obs
 from punctual.core.clock import sleep_until
 from punctual.core.consumer_rules import Pending, latest_pointers, not_yet_due
-from punctual.core.keys import decode_sk
-from punctual.core.models import DelayGroup, DeliveredEvent, RowRejected, Task, delivery_body, task_from_item
+from punctual.core.keys import due_second
+from punctual.core.models import DelayGroup, DeliveredEvent, RowRejected, Task, delivery_body, send_mark, task_from_item
 from punctual.core.parallel import Skipped, pmap_or_stop
 from punctual.core.queues import Failed, Outgoing, send_all
 from punctual.core.runtime import Deps
-from punctual.core.store import delete_fenced, fence, reject_row, unfence
+from punctual.core.store import delete_sent, fence_second, reject_row, restart_orphan_clock, rows_between
 from punctual.core.usecases.ensure_poll import RETRY_SECONDS
 
 if TYPE_CHECKING:
@@ -41,36 +44,57 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
-def fence_rows(deps: Deps, group: list[Pending], report: ConsumeReport) -> list[tuple[Pending, Task]]:
-    """Fence and read the rows of ``group``; what to deliver, the rest resolved or retried later."""
-    s = deps.settings
+def read_rows(deps: Deps, group: list[Pending], report: ConsumeReport) -> list[tuple[Pending, Task]]:
+    """Fence the due seconds of ``group`` and read its rows; what to deliver, the rest resolved or
+    retried later. One fence and one Query per partition the run points into (side by side)."""
     recs = latest_pointers(group)
     for rec in group:
         if rec not in recs:  # an orphan resend and its original in one batch: the latest serves both
             obs.log("INFO", "duplicate in batch", message_id=rec.message_id, sk=rec.message.sk)
-
-    def one(rec: Pending) -> dict[str, Any] | None:
-        m = rec.message
-        return fence(deps.ddb, s, deps.clock, m.pk, m.sk, m.attempt, rec.token)
-
+    by_pk: dict[str, list[Pending]] = defaultdict(list)
+    for rec in recs:
+        by_pk[rec.message.pk].append(rec)
     out: list[tuple[Pending, Task]] = []
     later: list[Pending] = []
-    for rec, item, exc in pmap_or_stop(one, recs, s.send_workers):
+    for part, rows, exc in pmap_or_stop(lambda part: _fence_and_read(deps, part, report.fenced), list(by_pk.values()),
+                                        deps.settings.send_workers):
         if exc is not None:
             if not isinstance(exc, Skipped):
-                obs.log("ERROR", "fence failed; retried later", sk=rec.message.sk, error=_error(exc))
-            later.append(rec)
-        elif item is None:
+                obs.log("ERROR", "fence or read failed; retried later", sks=[r.message.sk for r in part][:10],
+                        error=_error(exc))
+            later += part
+        else:
+            out += _resolve(deps, part, rows or {}, report)
+    retry_later(deps, later, report)
+    return out
+
+
+def _fence_and_read(deps: Deps, recs: list[Pending], fenced: set[tuple[str, int]]) -> dict[str, dict[str, Any]]:
+    """The rows of ``recs`` (one partition) by sk, read after their due seconds were fenced (a fence
+    written earlier in this invocation is not written again: it never goes away)."""
+    s, clock, pk = deps.settings, deps.clock, recs[0].message.pk
+    for second in sorted({due_second(rec.due_ms) for rec in recs} - {sec for p, sec in fenced if p == pk}):
+        fence_second(deps.ddb, s, clock, pk, second, clock.now_ms())
+        fenced.add((pk, second))
+    sks = [rec.message.sk for rec in recs]
+    return rows_between(deps.ddb, s, clock, min(sks), max(sks), pk=pk)
+
+
+def _resolve(deps: Deps, recs: list[Pending], rows: dict[str, dict[str, Any]],
+             report: ConsumeReport) -> list[tuple[Pending, Task]]:
+    s = deps.settings
+    out: list[tuple[Pending, Task]] = []
+    for rec in recs:
+        item = rows.get(rec.message.sk)
+        if item is None or not rec.send.holds(send_mark(item)):
             report.dropped += 1
             obs.log("INFO", "dropped", reason="row gone (cancelled, rescheduled, delivered), sent again since, "
-                    "or being delivered by another pointer", message_id=rec.message_id, sk=rec.message.sk,
-                    due_ms=rec.due_ms)
-        else:
-            try:
-                out.append((rec, task_from_item(item, s.partitions, s.event_format)))
-            except RowRejected as bad:
-                _reject(deps, rec, item, bad, report)
-    retry_later(deps, later, report)
+                    "or written over (a new task)", message_id=rec.message_id, sk=rec.message.sk, due_ms=rec.due_ms)
+            continue
+        try:
+            out.append((rec, task_from_item(item, s.partitions, s.event_format)))
+        except RowRejected as bad:
+            _reject(deps, rec, item, bad, report)
     return out
 
 
@@ -104,7 +128,7 @@ def send_events(deps: Deps, todo: list[tuple[Pending, Task]], report: ConsumeRep
         if failure is None:
             sent.append((rec, task, ev))
             report.delivered.append(ev)
-            report.undeleted.append((rec, task))
+            report.undeleted.append(rec)
         elif failure.sender_fault:
             _refused(deps, rec, task, failure, report)
         else:
@@ -153,69 +177,58 @@ def _refused(deps: Deps, rec: Pending, task: Task, failure: Failed, report: Cons
 
 
 def _retry_unsent(deps: Deps, unsent: list[tuple[Pending, Task]], report: ConsumeReport) -> None:
-    """Take back the fences of events SQS did not take (a cancel may win again meanwhile, and the
-    orphan clock restarts), then retry them later; a fence left in place is still ours: the copy
-    carries the same token."""
+    """Retry later the events SQS did not take; their rows' orphan clocks restart (the poll leaves
+    them to the copies, which carry the new send time, instead of using an attempt)."""
     now = deps.clock.now_ms()
 
     def one(pair: tuple[Pending, Task]) -> bool:
-        rec, task = pair
-        return unfence(deps.ddb, deps.settings, deps.clock, task.pk, task.sk, rec.token, now)
+        return restart_orphan_clock(deps.ddb, deps.settings, deps.clock, pair[0].send, now)
 
     for (rec, _), _, exc in pmap_or_stop(one, unsent, deps.settings.send_workers):
         if exc is not None and not isinstance(exc, Skipped):
-            obs.log("WARNING", "unfence failed", sk=rec.message.sk, error=_error(exc))
-    retry_later(deps, [rec for rec, _ in unsent], report)
+            obs.log("WARNING", "orphan clock not restarted", sk=rec.message.sk, error=_error(exc))
+    retry_later(deps, [rec for rec, _ in unsent], report, enqueued_ms=now)
 
 
 def delete_delivered(deps: Deps, report: ConsumeReport) -> None:
-    """Delete the rows delivered so far while they hold our mark; a delete the table refuses is
-    retried later, for the delete only (the event is not sent again)."""
+    """Delete the rows delivered so far while each is still the send delivered; a delete the table
+    refuses is retried later, for the delete only (the event is not sent again)."""
     todo, report.undeleted = report.undeleted, []
     if not todo:
         return
-
-    def one(pair: tuple[Pending, Task]) -> bool:
-        rec, task = pair
-        return delete_fenced(deps.ddb, deps.settings, deps.clock, task.pk, task.sk, rec.token)
-
-    later: list[Pending] = []
-    for (rec, task), deleted, exc in pmap_or_stop(one, todo, deps.settings.send_workers):
-        if exc is not None:
-            if not isinstance(exc, Skipped):
-                obs.log("ERROR", "delete after delivery failed; retried later", sk=task.sk, error=_error(exc))
-            later.append(rec)
-        elif not deleted:
-            obs.log("INFO", "not deleted: written again since it was read (a new task)", sk=task.sk)
+    written_over, left = delete_sent(deps.ddb, deps.settings, deps.clock, [rec.send for rec in todo])
+    for send in written_over:
+        obs.log("INFO", "not deleted: written again since it was read (a new task)", sk=send.sk)
+    undone = {(send.pk, send.sk) for send in left}
+    later = [rec for rec in todo if rec.key in undone]
+    if later:
+        obs.log("ERROR", "delete after delivery failed; retried later", rows=len(later))
     retry_later(deps, later, report, delete_only=True)
 
 
 def finish_deletes(deps: Deps, recs: list[Pending], report: ConsumeReport) -> None:
     """Pointers re-sent for their delete only (``delete_only``): delete, never send."""
-    report.undeleted += [(rec, _key_task(rec)) for rec in latest_pointers(recs)]
+    report.undeleted += latest_pointers(recs)
     delete_delivered(deps, report)
 
 
-def _key_task(rec: Pending) -> Task:
-    """The row a delete-only pointer names (its key is all a delete needs)."""
-    m = rec.message
-    return Task(pk=m.pk, sk=m.sk, id=decode_sk(m.sk).id, due_ms=m.due_ms, payload={}, attempt=m.attempt)
-
-
-def retry_later(deps: Deps, recs: list[Pending], report: ConsumeReport, delete_only: bool = False) -> None:
+def retry_later(deps: Deps, recs: list[Pending], report: ConsumeReport, delete_only: bool = False,
+                enqueued_ms: int | None = None) -> None:
     """Send copies of ``recs``'s pointers back to the delay queue, ``RETRY_SECONDS`` later (one
-    message per original message and partition); the originals are done. If SQS refuses, their
-    messages are failed instead and come back after the visibility timeout."""
+    message per original message and partition), with the originals' send time or ``enqueued_ms``
+    (a restarted orphan clock); the originals are done. If SQS refuses, their messages are failed
+    instead and come back after the visibility timeout."""
     if not recs:
         return
     s = deps.settings
     by_message: dict[tuple[str, str, int], list[Pending]] = defaultdict(list)
     for rec in recs:
-        by_message[(rec.message_id, rec.message.pk, rec.message.enqueued_ms)].append(rec)
+        sent_ms = rec.message.enqueued_ms if enqueued_ms is None else enqueued_ms
+        by_message[(rec.message_id, rec.message.pk, sent_ms)].append(rec)
     out = [Outgoing(ref=mid, delay_seconds=RETRY_SECONDS, body=DelayGroup.body_of(
         pk, [(r.message.sk, r.due_ms, r.message.attempt) for r in sorted(group, key=lambda r: r.due_ms)],
-        enqueued_ms, delete_only=delete_only))
-        for (mid, pk, enqueued_ms), group in by_message.items()]
+        sent_ms, delete_only=delete_only))
+        for (mid, pk, sent_ms), group in by_message.items()]
     refused = send_all(deps.sqs, s.delay_queue_url, out, deps.clock, workers=s.send_workers)
     for f in refused:
         obs.log("ERROR", "retry copy refused; the message comes back instead", message_id=f.ref, code=f.code)

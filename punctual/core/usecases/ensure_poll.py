@@ -16,7 +16,7 @@ Each step needs a different service, so one service failing leaves a way to the 
 from __future__ import annotations
 
 from punctual.core import observability as obs
-from punctual.core.arming import ArmState, arm_no_later_than, arm_rule_no_later_than, sync_rule
+from punctual.core.arming import ArmState, apply_rule, arm_no_later_than, rule_alone_minute, rule_minute, sync_rule
 from punctual.core.cron import ARM_MARGIN_MS, floor_minute, next_minute_after, one_shot_cron
 from punctual.core.models import PollRequest
 from punctual.core.queues import send_one
@@ -43,9 +43,11 @@ def ensure_poll(deps: Deps, by_ms: int | None) -> ArmState | None:
         # replaces a begun minute's arm: it fired already (or is dead), and a later arm
         state = arm_no_later_than(deps.ddb, s, clock, minute, replace_before_ms=now + 1)
     except Exception as exc:  # noqa: BLE001 - the table is failing: the rule alone still starts a poll
+        put = rule_alone_minute(minute, rule_minute(deps.events, s, clock), now)
         obs.log("WARNING", "meta row unavailable: arming the rule alone", error=f"{type(exc).__name__}: "
-                f"{str(exc)[:200]}", cron=one_shot_cron(minute))
-        arm_rule_no_later_than(deps.events, s, clock, minute)
+                f"{str(exc)[:200]}", cron=one_shot_cron(minute), kept_earlier=put is None)
+        if put is not None:
+            apply_rule(deps.events, s, clock, put)
         return None
     return sync_rule(deps.ddb, deps.events, s, clock, state)
 
