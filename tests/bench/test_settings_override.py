@@ -27,8 +27,9 @@ def test_an_override_reaches_the_simulated_handlers():
 
 
 def test_the_consumers_memory_prices_its_wait_and_speeds_its_calls():
-    """``--set consumer_memory_mb=N`` (the trade-off curve of docs/benchmark.md): a quick burst is
-    CPU-bound in the consumer (its per-row calls), so more memory delivers it sooner; every
+    """``--set consumer_memory_mb=N`` (the trade-off curve of docs/benchmark.md): the consumer's
+    client CPU scales with its memory, so a quick burst (its sends) is delivered sooner with more
+    (p99 93 -> 74 ms, seed 1; it was 4.5 -> 2.4 s while the consumer made two calls a row); every
     consumer invocation is billed at the size it ran with."""
     import dataclasses
 
@@ -37,7 +38,7 @@ def test_the_consumers_memory_prices_its_wait_and_speeds_its_calls():
     runs = {mb: run_scenario("burst", seed=1, quick=True, models=dataclasses.replace(Models(), consumer_memory_mb=mb),
                              strategies=("punctual",), backend="fake")[0] for mb in (512, 1024)}
     p99 = {mb: sorted(min(t) - r.dues[i] for i, t in r.deliveries.items())[int(0.99 * r.n)] for mb, r in runs.items()}
-    assert p99[1024] < 0.7 * p99[512]
+    assert p99[1024] < 0.9 * p99[512]
     assert {inv.memory_mb for inv in runs[1024].invocations if inv.fn == "consumer"} == {1024}
     consumer = {mb: summarize(r).cost_parts["(Lambda consumer)"] for mb, r in runs.items()}
     assert consumer[1024] > consumer[512]

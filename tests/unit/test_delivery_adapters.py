@@ -55,6 +55,18 @@ class FakeDdb:
     def __init__(self, rows, throttled=0):
         self.rows, self.throttled, self.calls = dict(rows), throttled, []
 
+    def delete_item(self, TableName, Key, ConditionExpression, ExpressionAttributeValues, **_):  # noqa: N803
+        """A single conditional Delete, recorded as ("DeleteItem", 1)."""
+        self.calls.append(("DeleteItem", 1))
+        assert ConditionExpression == SAME_SEND
+        key = (Key["pk"]["S"], Key["sk"]["S"])
+        row, want = self.rows.get(key), ExpressionAttributeValues
+        if not (row is not None and row.get(ATTR_ATTEMPT) == want[":att"] and ATTR_ENQUEUED_MS in row
+                and int(row[ATTR_ENQUEUED_MS]["N"]) <= int(want[":enq"]["N"])):
+            raise ClientError({"Error": {"Code": "ConditionalCheckFailedException"}}, "DeleteItem")
+        del self.rows[key]
+        return {}
+
     def transact_write_items(self, TransactItems):  # noqa: N803
         assert len(TransactItems) <= 100
         self.calls.append(len(TransactItems))
@@ -127,6 +139,21 @@ def test_delete_sent_leaves_the_rows_written_over_and_deletes_the_others():
     assert sorted(r.sk for r in over) == ["claimed", "new", "resent"] and left == []
     assert sorted(sk for _, sk in ddb.rows) == ["claimed", "new", "resent"]
     assert ddb.calls == [5, 2]
+
+
+def test_a_lone_row_is_deleted_with_one_conditional_delete_item():
+    """One write unit, where a transaction of one item costs two (the common case: sparse tasks, a
+    run of one row); the same condition: a row written over since is left."""
+    ddb = FakeDdb({("scheduler", "same"): row("same", 1, 1_000), ("scheduler", "new"): row("new")})
+    assert delete_sent(ddb, Settings(), ManualClock(), [sent("same")]) == ([], [])
+    over, left = delete_sent(ddb, Settings(), ManualClock(), [sent("new")])
+    assert [r.sk for r in over] == ["new"] and left == []
+    assert sorted(sk for _, sk in ddb.rows) == ["new"]
+    assert ddb.calls == [("DeleteItem", 1), ("DeleteItem", 1)]
+    # a transaction cancelled down to one row finishes with a DeleteItem too
+    ddb = FakeDdb({("scheduler", "a"): row("a", 1, 1_000), ("scheduler", "b"): row("b")})
+    over, _ = delete_sent(ddb, Settings(), ManualClock(), [sent("a"), sent("b")])
+    assert [r.sk for r in over] == ["b"] and ddb.calls == [2, ("DeleteItem", 1)] and list(ddb.rows) == [("scheduler", "b")]
 
 
 def test_delete_sent_returns_the_rows_left_undeleted_when_the_table_fails():
