@@ -179,7 +179,8 @@ class Scheduler(Construct):
     :param window: one poll sends every task due within this long of its start; whole seconds,
         60 s..15 min and >= ``lead`` + 60 s. Default: 15 minutes (the SQS DelaySeconds maximum).
     :param lead: the rule is armed this long before the next unsent task is due (covers
-        EventBridge firing anywhere in its minute and the Lambda start). Default: 2 minutes.
+        EventBridge firing anywhere in its minute, the Lambda start and the poll claiming tens of
+        thousands of rows due together before the first is due). Default: 5 minutes.
     :param orphan_grace: a sent row still present this long after it should have been
         delivered is sent again; more than the delay queue's visibility timeout (3 min).
         Default: 5 minutes.

@@ -47,9 +47,11 @@ class Settings:
     # it; other rows wait for a poll, which sends everything due together in shared messages
     # (docs/architecture.md, "Groups").
     fast_path_seconds: int = 900
-    # The rule is armed this long before the next unsent task is due; it must
-    # cover EventBridge firing anywhere in the minute plus the target's start delay.
-    lead_seconds: int = 120
+    # The rule is armed this long before the next unsent task is due; it must cover EventBridge
+    # firing anywhere in the minute plus the target's start delay, and the poll's own work before
+    # the first task is due: a claim per row, ~1 ms of CPU each at 1,024 MB, so 50,000 rows due
+    # together need ~95 s (120 s left a 50,000 burst p99 54 s late; docs/benchmark.md).
+    lead_seconds: int = 300
     # A sent row still present this long after it should have been visible is an orphan.
     orphan_grace_seconds: int = 300
     # Sends of one row before it is moved to the rejected queue as undeliverable.

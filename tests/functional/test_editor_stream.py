@@ -525,12 +525,12 @@ def test_editor_never_postpones_an_armed_minute_whose_fire_is_pending(stack, rea
 
 def test_without_a_fast_path_rows_a_poll_can_reach_wait_for_it_and_share_its_messages(stack, reader):
     """fast_path_seconds=0: the editor sends only what no poll could still be armed for; a row due
-    in 5 min is left to the poll it arms, which sends it together with every row due at that ms."""
+    in 10 min is left to the poll it arms, which sends it together with every row due at that ms."""
     import dataclasses
 
     stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, fast_path_seconds=0)
     s = stack.settings
-    soon, later = T0_MS + 60_000, T0_MS + 5 * 60_000
+    soon, later = T0_MS + 60_000, T0_MS + 10 * 60_000
     stack.put_raw(sk(soon, "soon"), {"n": 1})
     for i in range(3):
         stack.put_raw(sk(later, f"later-{i}"), {"n": i})

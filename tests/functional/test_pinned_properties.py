@@ -44,9 +44,9 @@ def test_the_poll_arms_for_the_earliest_row_beyond_its_window_across_shards(four
     report = poll(four_shards.deps)  # at T0: the window (15 min) holds nothing
 
     assert report.sent == 0
-    # the row due at 00:20:00 needs a poll by due - lead (120 s): the minute 00:18
-    assert report.next_minute_ms == T0_MS + 18 * MINUTE
-    assert rule_state(four_shards) == ("ENABLED", T0_MS + 18 * MINUTE)
+    # the row due at 00:20:00 needs a poll by due - lead (300 s): the minute 00:15
+    assert report.next_minute_ms == T0_MS + 15 * MINUTE
+    assert rule_state(four_shards) == ("ENABLED", T0_MS + 15 * MINUTE)
 
 
 def test_a_groups_delay_is_computed_from_its_first_row(stack):

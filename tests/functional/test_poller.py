@@ -119,10 +119,10 @@ def test_window_rows_sent_with_exact_delays(stack, frozen):
     for key in rows:
         assert table[key][ATTR_ENQUEUED_MS] == {"N": str(T0_MS)} and table[key][ATTR_ATTEMPT] == {"N": "1"}
     assert ATTR_ENQUEUED_MS not in table[sk(900 * S + 1, "beyond")]
-    # next poll: the next unsent row (due 15:00.001) minus the 120 s lead -> minute 13:00, which is
+    # next poll: the next unsent row (due 15:00.001) minus the 300 s lead -> minute 10:00, which is
     # earlier than the window's orphan check (15:00 + 5:00)
-    assert rule_state(stack) == ("ENABLED", T0_MS + 13 * MIN)
-    assert report.next_minute_ms == T0_MS + 13 * MIN
+    assert rule_state(stack) == ("ENABLED", T0_MS + 10 * MIN)
+    assert report.next_minute_ms == T0_MS + 10 * MIN
 
 
 def test_rule_disabled_when_nothing_pending(stack, frozen):
@@ -148,7 +148,7 @@ def test_second_poll_sends_nothing_again(stack, frozen):
     first = poll(stack.deps)
     assert first.sent == 25
     armed = rule_state(stack)
-    assert armed == ("ENABLED", T0_MS + 14 * MIN)  # 1000 s - 120 s = 14:40 -> 14:00
+    assert armed == ("ENABLED", T0_MS + 11 * MIN)  # 1000 s - 300 s = 11:40 -> 11:00
     frozen.tick(5)
     second = poll(stack.deps)
     assert (second.sent, second.in_flight, second.skipped) == (0, 25, 0)
@@ -471,7 +471,7 @@ def test_arming_race_rule_never_later_than_editor(stack, frozen, with_row):
 
     def editor():
         if with_row:  # the editor's new row, inside the poller's window, not yet sent
-            stack.put_raw(sk(4 * MIN, "editor-row"), {"k": 2})
+            stack.put_raw(sk(8 * MIN, "editor-row"), {"k": 2})  # needs a poll by 8 - 5 (the lead) = 3 min
         return editor_minute
 
     fired = _editor_arms_before_final_cas(stack, editor)
@@ -483,14 +483,14 @@ def test_arming_race_rule_never_later_than_editor(stack, frozen, with_row):
     if with_row:
         nxt = poll_when_armed(stack, frozen)
         assert nxt.sent == 1  # the editor's row went out before its due time
-        assert now_ms() <= T0_MS + 4 * MIN - stack.settings.lead_ms + MIN
+        assert now_ms() <= T0_MS + 8 * MIN - stack.settings.lead_ms + MIN
 
 
 def test_arming_race_editor_later_does_not_move_the_poller_later(stack, frozen):
-    stack.put_raw(sk(1_800 * S, "in-30-min"), {"k": 1})  # poller arms 28:00
+    stack.put_raw(sk(1_800 * S, "in-30-min"), {"k": 1})  # poller arms 30:00 - 5:00 (the lead) = 25:00
     _editor_arms_before_final_cas(stack, lambda: T0_MS + 50 * MIN)
     poll(stack.deps)
-    assert rule_state(stack) == ("ENABLED", T0_MS + 28 * MIN)
+    assert rule_state(stack) == ("ENABLED", T0_MS + 25 * MIN)
 
 
 def test_released_row_polled_soon_even_with_rows_in_flight_beyond(stack, frozen):

@@ -7,8 +7,8 @@ from punctual.core.config import ENV, META_PK, Settings, load_settings, to_envir
 
 def test_defaults():
     s = load_settings({})
-    assert (s.window_seconds, s.lead_seconds, s.orphan_grace_seconds, s.max_attempts) == (900, 120, 300, 5)
-    assert s.window_ms == 900_000 and s.lead_ms == 120_000 and s.orphan_grace_ms == 300_000
+    assert (s.window_seconds, s.lead_seconds, s.orphan_grace_seconds, s.max_attempts) == (900, 300, 300, 5)
+    assert s.window_ms == 900_000 and s.lead_ms == 300_000 and s.orphan_grace_ms == 300_000
 
 
 def test_from_environment_and_back():

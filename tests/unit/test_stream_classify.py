@@ -181,15 +181,15 @@ def test_the_default_fast_path_is_the_window():
     assert Settings().fast_path_ms == Settings().window_ms
 
 
-@pytest.mark.parametrize("due", [NOW - 1, NOW + 5_000, NOW + 60_000, NOW + 179_999])
+@pytest.mark.parametrize("due", [NOW - 1, NOW + 5_000, NOW + 60_000, NOW + 359_999])
 def test_without_a_fast_path_the_editor_still_sends_what_no_poll_can_reach(due):
     # the earliest minute safe to arm begins at 00:01 (now + 10 s rounded up); a poll must start
-    # by due - lead (120 s): rows due before 00:03 cannot wait for one
+    # by due - lead (300 s): rows due before 00:06 cannot wait for one
     assert not stream.poll_can_take(due, NOW, NO_FAST_PATH.lead_ms)
     assert classify_record(record("INSERT", image(sk(due))), NO_FAST_PATH, NOW).action is RecordAction.SEND_NOW
 
 
-@pytest.mark.parametrize("due", [NOW + 180_000, NOW + 300_000, NOW + NO_FAST_PATH.window_ms])
+@pytest.mark.parametrize("due", [NOW + 360_000, NOW + 480_000, NOW + NO_FAST_PATH.window_ms])
 def test_without_a_fast_path_rows_a_poll_can_reach_are_left_to_it(due):
     c = classify_record(record("INSERT", image(sk(due))), NO_FAST_PATH, NOW)
     assert c.action is RecordAction.ARM_LATER
