@@ -24,7 +24,15 @@ from punctual.core.keys import MAX_DUE_MS, InvalidKey, decode_sk, encode_sk, fen
 from punctual.core.models import ATTR_ENQUEUED_MS, RowRejected, Task, item_key, task_from_item
 from punctual.core.redrive import EXISTS, SKIPPED, NotRedrivable, fresh_row, parse_rejection
 from punctual.core.retry import call_with_retry, retry_unprocessed, retry_wait_ms
-from punctual.core.store import across_partitions, cancellation_codes, get_row, item_sk, query_from, row_key
+from punctual.core.store import (
+    CHECK_FAILED,
+    across_partitions,
+    cancellation_codes,
+    get_row,
+    item_sk,
+    query_from,
+    row_key,
+)
 
 from .errors import AlreadyDelivered, AlreadyExists, InvalidSchedule, NotFound, PartialWrite, PunctualError
 
@@ -137,10 +145,6 @@ def task_key(key_or_task: Any) -> str:
     except InvalidKey as exc:
         raise InvalidSchedule(f"not a task key: {exc.reason}", exc.code) from exc
     return key
-
-
-# A transaction's item whose condition failed (TransactionCanceledException's CancellationReasons).
-CHECK_FAILED = "ConditionalCheckFailed"
 
 
 class PunctualClient:

@@ -235,6 +235,10 @@ def _send_values(send: RowSend) -> dict[str, Any]:
 TRANSACT_MAX = 100  # TransactWriteItems' limit
 
 
+# A transaction's item whose condition failed (its code in CancellationReasons).
+CHECK_FAILED = "ConditionalCheckFailed"
+
+
 def cancellation_codes(exc: BaseException) -> list[str]:
     """The per-item codes of a TransactionCanceledException ("None", "ConditionalCheckFailed", ...)."""
     response = getattr(exc, "response", None)
@@ -271,8 +275,8 @@ def _delete_chunk(ddb: DynamoDBClient, s: Settings, clock: Clock, sends: list[Ro
             if len(codes) != len(pending):
                 raise
             # all or nothing: the rows written over since are left (new tasks), the others go again
-            written_over.extend(r for r, code in zip(pending, codes, strict=True) if code == "ConditionalCheckFailed")
-            return [r for r, code in zip(pending, codes, strict=True) if code != "ConditionalCheckFailed"]
+            written_over.extend(r for r, code in zip(pending, codes, strict=True) if code == CHECK_FAILED)
+            return [r for r, code in zip(pending, codes, strict=True) if code != CHECK_FAILED]
         return []
 
     return retry_unprocessed(write, sends, clock)

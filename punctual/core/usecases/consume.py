@@ -50,7 +50,6 @@ class ConsumeReport:
     dropped: int = 0
     rejected: int = 0
     put_back: int = 0
-    handed_off: int = 0  # messages handed to other invocations (consumer_rules.hand_off)
     poison: int = 0
     controls: list[Control] = field(default_factory=list)  # poll requests and failure notices
     undeleted: list[Pending] = field(default_factory=list)  # delivered, row not yet deleted
@@ -195,7 +194,6 @@ def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
         _put_back(deps, queue_url, rec, seconds, report)
     deliver, handed = hand_off([rec for rec in plan.keep if not rec.message.delete_only], s.consumer_max_rows)
     for rec in handed:  # rows due together: other invocations deliver these beside this one
-        report.handed_off += 1
         _put_back(deps, queue_url, rec, 0, report, what="handed off")
 
     finish_deletes(deps, [rec for rec in plan.keep if rec.message.delete_only], report)
