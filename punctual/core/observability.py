@@ -98,6 +98,11 @@ def check_level(level: str) -> str:
     return level
 
 
+def error_text(exc: BaseException, limit: int = 200) -> str:
+    """An error as a log field: "Type: message", the message cut to ``limit`` characters."""
+    return f"{type(exc).__name__}: {str(exc)[:limit]}"
+
+
 def log(level: Level, message: str, exc: BaseException | None = None, **fields: Any) -> None:
     """One JSON line with the invocation's binding (fields cannot override it), if ``level`` is at or
     above the threshold. ``exc``: an unexpected error, logged as ``error`` ("Type: message") and
@@ -105,7 +110,7 @@ def log(level: Level, message: str, exc: BaseException | None = None, **fields: 
     if LEVELS.get(level, LEVELS["ERROR"]) < _threshold:
         return
     if exc is not None:
-        fields["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        fields["error"] = error_text(exc, 300)
         fields["traceback"] = "".join(traceback.format_exception(exc))[-MAX_TRACEBACK_CHARS:]
     record = {"level": level, "message": message, **fields, **(_invocation.get() or {})}
     _write(json.dumps(record, default=str, separators=(",", ":")))

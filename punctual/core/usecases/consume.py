@@ -144,11 +144,11 @@ def _serve_controls(deps: Deps, report: ConsumeReport) -> None:
     try:
         ensure_poll(deps, by)
     except Exception as exc:  # noqa: BLE001 - the rule is failing: the request goes round again
-        reason = f"the rule could not be armed: {type(exc).__name__}: {str(exc)[:200]}"
+        reason = f"the rule could not be armed: {obs.error_text(exc)}"
         try:
             request_poll(deps, by, reason, delay_seconds=RETRY_SECONDS)
         except Exception as err:  # noqa: BLE001 - and SQS too: SQS redelivers these messages
-            obs.log("ERROR", "poll request kept", error=f"{type(err).__name__}: {str(err)[:200]}")
+            obs.log("ERROR", "poll request kept", error=obs.error_text(err))
             report.failures += [c.message_id for c in controls]
 
 

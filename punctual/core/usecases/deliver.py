@@ -40,10 +40,6 @@ if TYPE_CHECKING:
     from punctual.core.usecases.consume import ConsumeReport
 
 
-def _error(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {str(exc)[:200]}"
-
-
 def read_rows(deps: Deps, group: list[Pending], report: ConsumeReport) -> list[tuple[Pending, Task]]:
     """Fence the due seconds of ``group`` and read its rows; what to deliver, the rest resolved or
     retried later. One fence and one Query per partition the run points into (side by side)."""
@@ -61,7 +57,7 @@ def read_rows(deps: Deps, group: list[Pending], report: ConsumeReport) -> list[t
         if exc is not None:
             if not isinstance(exc, Skipped):
                 obs.log("ERROR", "fence or read failed; retried later", sks=[r.message.sk for r in part][:10],
-                        error=_error(exc))
+                        error=obs.error_text(exc))
             later += part
         else:
             out += _resolve(deps, part, rows or {}, report)
@@ -103,7 +99,7 @@ def _reject(deps: Deps, rec: Pending, item: dict[str, Any], exc: RowRejected, re
         reject_row(deps.ddb, deps.sqs, deps.settings, deps.clock, item, exc, "consumer")
         report.rejected += 1
     except Exception as err:  # noqa: BLE001 - the message comes back and tries again
-        obs.log("ERROR", "reject failed", message_id=rec.message_id, sk=rec.message.sk, error=_error(err))
+        obs.log("ERROR", "reject failed", message_id=rec.message_id, sk=rec.message.sk, error=obs.error_text(err))
         report.failures.append(rec.message_id)
 
 
@@ -186,7 +182,7 @@ def _retry_unsent(deps: Deps, unsent: list[tuple[Pending, Task]], report: Consum
 
     for (rec, _), _, exc in pmap_or_stop(one, unsent, deps.settings.send_workers):
         if exc is not None and not isinstance(exc, Skipped):
-            obs.log("WARNING", "orphan clock not restarted", sk=rec.message.sk, error=_error(exc))
+            obs.log("WARNING", "orphan clock not restarted", sk=rec.message.sk, error=obs.error_text(exc))
     retry_later(deps, [rec for rec, _ in unsent], report, enqueued_ms=now)
 
 

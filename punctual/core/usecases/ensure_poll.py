@@ -44,8 +44,8 @@ def ensure_poll(deps: Deps, by_ms: int | None) -> ArmState | None:
         state = arm_no_later_than(deps.ddb, s, clock, minute, replace_before_ms=now + 1)
     except Exception as exc:  # noqa: BLE001 - the table is failing: the rule alone still starts a poll
         put = rule_alone_minute(minute, rule_minute(deps.events, s, clock), now)
-        obs.log("WARNING", "meta row unavailable: arming the rule alone", error=f"{type(exc).__name__}: "
-                f"{str(exc)[:200]}", cron=one_shot_cron(minute), kept_earlier=put is None)
+        obs.log("WARNING", "meta row unavailable: arming the rule alone", error=obs.error_text(exc),
+                cron=one_shot_cron(minute), kept_earlier=put is None)
         if put is not None:
             apply_rule(deps.events, s, clock, put)
         return None

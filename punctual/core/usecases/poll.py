@@ -173,7 +173,7 @@ def poll(deps: Deps, token: str | None = None) -> PollReport:
 
 
 def _after_failure(deps: Deps, started: int, exc: Exception) -> None:
-    error = f"{type(exc).__name__}: {str(exc)[:200]}"
+    error = obs.error_text(exc)
     obs.log("ERROR", "poll failed", error=error)
     for step, action in (
         ("release the lease", lambda: release_lease(deps.ddb, deps.settings, deps.clock, started)),
@@ -182,7 +182,7 @@ def _after_failure(deps: Deps, started: int, exc: Exception) -> None:
         try:
             action()
         except Exception as err:  # noqa: BLE001 - best effort: Lambda's retry and the others remain
-            obs.log("ERROR", f"poll failed and could not {step}", error=f"{type(err).__name__}: {str(err)[:200]}")
+            obs.log("ERROR", f"poll failed and could not {step}", error=obs.error_text(err))
 
 
 def _take_lease(deps: Deps, token: str | None, started: int) -> ArmState:

@@ -85,8 +85,8 @@ def _send(deps: Deps, sends: list[Classified], plan: StreamPlan, report: EditorR
     try:
         result = claim_and_send(deps.ddb, deps.sqs, deps.settings, deps.clock, plan.send_now, token=tokens)
     except Exception as exc:  # noqa: BLE001 - the rows stay in the table: a poll takes them
-        obs.log("ERROR", "fast path failed; the rows are left to a poll", error=f"{type(exc).__name__}: "
-                f"{str(exc)[:200]}", rows=len(plan.send_now))
+        obs.log("ERROR", "fast path failed; the rows are left to a poll", error=obs.error_text(exc),
+                rows=len(plan.send_now))
         return list(plan.send_now)
     report.sent, report.skipped = len(result.sent), len(result.skipped)
     return result.failed
@@ -112,7 +112,7 @@ def _arm(deps: Deps, minute: int, records: list[Classified], report: EditorRepor
         report.armed_ms = state.armed_ms
         return
     except Exception as exc:  # noqa: BLE001
-        error = f"{type(exc).__name__}: {str(exc)[:200]}"
+        error = obs.error_text(exc)
     try:
         request_poll(deps, minute, f"an editor could not arm: {error}")
     except Exception as exc:  # noqa: BLE001

@@ -57,7 +57,7 @@ def _claim_all(ddb: DynamoDBClient, s: Settings, clock: Clock, tasks: Sequence[T
             refused = True
             if not isinstance(exc, Skipped):
                 obs.log("ERROR", "claim failed; left to a poll", sk=task.sk,
-                        error=f"{type(exc).__name__}: {str(exc)[:200]}")
+                        error=obs.error_text(exc))
             report.failed.append(task)
         elif got is None:
             report.skipped.append(task)
