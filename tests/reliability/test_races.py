@@ -22,7 +22,7 @@ from punctual.core import observability as obs
 from punctual.core.arming import APPLY_MARGIN_MS, applicable_minute, read_arm
 from punctual.core.clock import ManualClock
 from punctual.core.config import Settings
-from punctual.core.cron import MINUTE_MS, floor_minute, next_minute_after
+from punctual.core.cron import ARM_MARGIN_MS, MINUTE_MS, floor_minute, next_minute_after
 from punctual.core.keys import encode_sk
 from punctual.core.models import ATTR_ENQUEUED_MS, item_key
 from punctual.core.runtime import Deps
@@ -167,8 +167,10 @@ def check_arming(ctx: Ctx) -> None:
             continue
         due = int(sk[:13])
         if ATTR_ENQUEUED_MS not in item:
-            # an unsent row: a poll must start by due - lead (or as soon as a minute can be armed)
-            bound = max(floor_minute(due - s.lead_ms), applicable_minute(next_minute_after(last_call), last_call))
+            # an unsent row: a poll must start by due - lead, or in the first minute a poll or an editor
+            # may arm (one beginning ARM_MARGIN_MS or more after it decides: a poll that ran past
+            # due - lead arms the next minute: the row, due over a lead later, is still read in time)
+            bound = max(floor_minute(due - s.lead_ms), next_minute_after(last_call + ARM_MARGIN_MS))
             assert armed is not None, f"unsent row {sk} pending with the rule disabled"
             assert armed <= bound, f"rule armed at {armed - T0} later than {bound - T0} for {sk} (now {now - T0})"
         else:
