@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from .keys import InvalidKey, decode_sk
 from .models import DelayGroup, DelayMessage, PollRequest, RowSend, describe_partitions, in_partitions
-from .planning import group_extra_wake_ms
+from .planning import MAX_EXTRA_WAKE_MS, group_extra_wake_ms
 
 # SQS ChangeMessageVisibility accepts 0..43200 s (12 h).
 MAX_VISIBILITY_SECONDS = 43_200
@@ -39,7 +39,9 @@ class Pending:
     message: DelayMessage
     receive_count: int
     position: int  # index in the event (keeps the order stable among equal due times)
-    group_size: int = 1  # rows in the record's message
+    # made visible this much earlier than a lone row: its message's extra_wake_ms, or for a body
+    # without one its group's own (planning.extra_wake_ms), at most MAX_EXTRA_WAKE_MS
+    extra_wake_ms: int = 0
 
     @property
     def due_ms(self) -> int:
@@ -152,7 +154,7 @@ def _messages(body: str, data: dict[str, Any], partition: str | Collection[str])
             bad.append(f"{sk[:64]!r}: {exc.code}")
             continue
         out.append(DelayMessage(pk=group.pk, sk=sk, due_ms=due, attempt=attempt, enqueued_ms=group.enqueued_ms,
-                                delete_only=group.delete_only))
+                                delete_only=group.delete_only, extra_wake_ms=group.extra_wake_ms))
     reason = f"{len(bad)} of {len(group.rows)} row key(s) invalid: {', '.join(bad[:3])}"[:300] if bad else None
     return out, reason
 
@@ -183,8 +185,9 @@ def parse_record(record: Mapping[str, Any], position: int, partition: str | Coll
         raise PoisonMessage(poison or "no usable row pointer")
     attrs = record.get("attributes")
     count = _receive_count(attrs.get("ApproximateReceiveCount") if isinstance(attrs, Mapping) else None)
+    extra = min(MAX_EXTRA_WAKE_MS, max(group_extra_wake_ms(len(messages)), messages[0].extra_wake_ms))
     pointers = [Pending(message_id=mid, receipt_handle=handle, message=msg, receive_count=count, position=position,
-                        group_size=len(messages)) for msg in messages]
+                        extra_wake_ms=extra) for msg in messages]
     return ParsedRecord(pointers, poison)
 
 
@@ -243,8 +246,8 @@ class ConsumePlan:
 def plan_consume(records: Iterable[Pending], now_ms: int, max_wait_ms: int) -> ConsumePlan:
     """Split parsed pointers into messages put back and pointers kept, the kept sorted by due.
 
-    A message is decided as a whole, by its earliest row: a group of n rows was made visible
-    ``group_extra_wake_ms(n)`` earlier than a single row, so it may wait that much longer.
+    A message is decided as a whole, by its earliest row: one made visible ``extra_wake_ms``
+    earlier than a single row (a group, a cluster's) may wait that much longer.
     A put-back message is listed once, by its earliest pointer."""
     plan = ConsumePlan(put_back=[], keep=[])
     by_message: dict[str, list[Pending]] = {}
@@ -252,8 +255,7 @@ def plan_consume(records: Iterable[Pending], now_ms: int, max_wait_ms: int) -> C
         by_message.setdefault(rec.message_id, []).append(rec)
     for pointers in by_message.values():
         first = min(pointers, key=lambda r: r.due_ms)
-        extra = group_extra_wake_ms(first.group_size)
-        decision = classify(first.due_ms - extra, now_ms, max_wait_ms)
+        decision = classify(first.due_ms - first.extra_wake_ms, now_ms, max_wait_ms)
         if decision.action is MessageAction.PUT_BACK:
             plan.put_back.append((first, decision.visibility_seconds))
         else:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from .config import MAX_DELAY_SECONDS
+from .keys import due_second
 from .cron import ARM_MARGIN_MS, minute_not_after, minute_not_before, next_minute_after
 from .models import RowRejected, Task
 
@@ -257,14 +258,50 @@ def minute_after_poll(now_ms: int, follow: FollowUp, next_due_ms: int | None, be
 GROUP_MAX_ROWS = 250
 GROUP_MAX_BYTES = 64_000
 # A group of n rows is made visible (n - 1) x this much earlier than a single row, at most
-# GROUP_MAX_EXTRA_WAKE_MS: its consumer is started (a cold start, Lambda's SQS scaling) before
-# the first row is due, and the consumer may wait that much longer for it.
+# GROUP_MAX_EXTRA_WAKE_MS: its consumer is started (a cold start) and has its rows read before the
+# first row is due.
 GROUP_WAKE_MS_PER_ROW = 2
 GROUP_MAX_EXTRA_WAKE_MS = 2000
+# Lambda's SQS event source runs 5 consumers at first and adds up to 300 a minute (one every
+# 200 ms) while messages wait (Lambda docs, "Configuring scaling behavior for SQS event source
+# mappings"); a cluster needing more is made visible early enough for the ramp, plus a cold start.
+ESM_INITIAL_CONSUMERS = 5
+ESM_MS_PER_CONSUMER = 200
+CLUSTER_COLD_START_MS = 1000
+# The most any message is made visible before a lone row would be: the consumer waits that long
+# in-process, within its 30 s beside max_wait, a group's span and its sends (consume.max_wait_ms).
+MAX_EXTRA_WAKE_MS = 12_000
 
 
 def group_extra_wake_ms(rows: int) -> int:
     return min(GROUP_MAX_EXTRA_WAKE_MS, max(0, rows - 1) * GROUP_WAKE_MS_PER_ROW)
+
+
+def cluster_extra_wake_ms(cluster_rows: int, rows_per_consumer: int) -> int:
+    """How much earlier than a lone row the messages of a cluster (``cluster_rows`` rows due in
+    one second) are made visible, so that Lambda runs the ceil(cluster_rows / rows_per_consumer)
+    consumers they need by their due time instead of starting to scale up then: 0 when the first
+    five suffice, else 200 ms a consumer beyond them and a cold start, at most MAX_EXTRA_WAKE_MS."""
+    consumers = -(-cluster_rows // max(1, rows_per_consumer))
+    if consumers <= ESM_INITIAL_CONSUMERS:
+        return 0
+    ramp = (consumers - ESM_INITIAL_CONSUMERS) * ESM_MS_PER_CONSUMER + CLUSTER_COLD_START_MS
+    return min(MAX_EXTRA_WAKE_MS, ramp)
+
+
+def extra_wake_ms(group_rows: int, cluster_rows: int, rows_per_consumer: int) -> int:
+    """How much earlier than a lone row a message of ``group_rows`` rows is made visible when
+    ``cluster_rows`` rows (its own among them) are due in its first row's second."""
+    return max(group_extra_wake_ms(group_rows), cluster_extra_wake_ms(cluster_rows, rows_per_consumer))
+
+
+def rows_per_second(dues: Iterable[int]) -> dict[int, int]:
+    """How many of ``dues`` fall in each second (keyed by the second's first ms)."""
+    out: dict[int, int] = {}
+    for due in dues:
+        second = due_second(due)
+        out[second] = out.get(second, 0) + 1
+    return out
 
 
 def group_by_due(

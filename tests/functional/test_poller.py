@@ -72,6 +72,24 @@ def test_default_delays_wake_the_consumer_up_to_1s_before_due(stack):
         assert due - 1000 <= T0_MS + delay * 1000 <= max(due, T0_MS)
 
 
+def test_a_cluster_is_made_visible_early_enough_for_lambda_to_scale_its_consumers(stack):
+    """Rows due in one second that need more consumers than Lambda's first five (here 60 rows at
+    consumer_max_rows 5: 12 consumers) are made visible (12 - 5) x 200 ms + 1 s = 2.4 s earlier
+    than a lone row, and each message says so (the consumer holds it that much longer); a lone row
+    in another second keeps the plain wake-early."""
+    stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, group_span_ms=0, consumer_max_rows=5)
+    log = SentLog(stack.sqs)
+    cluster = [sk(100 * S + 500 + i, f"c{i:02}") for i in range(60)]
+    lone = sk(200 * S, "lone")
+    for key in [*cluster, lone]:
+        stack.put_raw(key, {"k": key})
+    poll(stack.deps)
+    # due - 1 s (wake-early) - 2.4 s: T0 + 97.1 s .. 97.159 s -> ceil 98; the lone row: 199
+    assert log.delays() == {**{key: 98 for key in cluster}, lone: 199}
+    extras = {json.loads(e["MessageBody"])["sk"]: json.loads(e["MessageBody"]).get("extra_wake_ms") for e in log.entries}
+    assert extras == {**{key: 2_400 for key in cluster}, lone: None}
+
+
 def test_window_rows_sent_with_exact_delays(stack, frozen):
     """wake_early_ms = 0: DelaySeconds is ceil to the due time itself (one message per row)."""
     stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, wake_early_ms=0, group_span_ms=0)

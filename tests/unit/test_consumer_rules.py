@@ -222,8 +222,30 @@ def test_a_group_record_gives_one_pointer_per_row_sharing_the_record():
     sks = [f"{DUE}#a", f"{DUE + 3}#b", f"{DUE + 900}#c"]
     parsed = parse_record(record(group_body(sks), mid="g1", count="2"), 3, "scheduler")
     assert parsed.poison is None
-    assert [(p.message.sk, p.due_ms, p.message_id, p.receive_count, p.group_size) for p in parsed.pointers] == [
-        (sks[0], DUE, "g1", 2, 3), (sks[1], DUE + 3, "g1", 2, 3), (sks[2], DUE + 900, "g1", 2, 3)]
+    # a body without extra_wake_ms (as before it existed): the group's own extra wake, 2 ms a row beyond the first
+    assert [(p.message.sk, p.due_ms, p.message_id, p.receive_count, p.extra_wake_ms) for p in parsed.pointers] == [
+        (sks[0], DUE, "g1", 2, 4), (sks[1], DUE + 3, "g1", 2, 4), (sks[2], DUE + 900, "g1", 2, 4)]
+
+
+def test_a_message_carries_its_extra_wake_and_the_consumer_holds_it_that_much_longer():
+    from punctual.core.models import DelayGroup
+
+    rows = [(f"{DUE}#a", DUE, 1), (f"{DUE + 5}#b", DUE + 5, 1)]
+    for body in (DelayGroup.body_of("scheduler", rows, DUE - 10, extra_wake_ms=9_400),
+                 DelayGroup.body_of("scheduler", rows[:1], DUE - 10, extra_wake_ms=9_400)):
+        assert json.loads(body)["extra_wake_ms"] == 9_400
+        parsed = parse_record(record(body, mid="c"), 0, "scheduler")
+        assert {p.extra_wake_ms for p in parsed.pointers} == {9_400}
+        # held from due - max_wait - 9.4 s on; a ms earlier, put back (to its band)
+        assert [p.message_id for p in plan_consume(parsed.pointers, DUE - 2000 - 9_400, 2000).keep][:1] == ["c"]
+        assert plan_consume(parsed.pointers, DUE - 2001 - 9_400, 2000).keep == []
+    # never held longer than MAX_EXTRA_WAKE_MS whatever a body says; a negative one is poison
+    from punctual.core.planning import MAX_EXTRA_WAKE_MS
+    huge = parse_record(record(DelayGroup.body_of("scheduler", rows, DUE - 10, extra_wake_ms=10**9)), 0, "scheduler")
+    assert {p.extra_wake_ms for p in huge.pointers} == {MAX_EXTRA_WAKE_MS}
+    with pytest.raises(PoisonMessage, match="DelayMessage"):
+        parse_record(record(json.dumps({"pk": "scheduler", "sk": rows[0][0], "due_ms": DUE, "enqueued_ms": 0,
+                                        "extra_wake_ms": -1})), 0, "scheduler")
 
 
 def test_the_group_body_round_trips_and_one_row_is_sent_as_a_plain_pointer():
@@ -260,7 +282,7 @@ def test_plan_consume_decides_a_group_by_its_earliest_row_with_its_extra_wake():
 
     now = DUE - 2000 - group_extra_wake_ms(500)  # the 500-row group is just inside its wait band
     big = [Pending("big", "h", DelayMessage(pk="scheduler", sk=f"{DUE + i}#x{i}", due_ms=DUE + i, enqueued_ms=0),
-                   1, 0, group_size=500) for i in range(500)]
+                   1, 0, extra_wake_ms=group_extra_wake_ms(500)) for i in range(500)]
     lone = pending(DUE, pos=1)  # due as soon as the group's first row, but a single row: put back
     plan = plan_consume([*big, lone], now, max_wait_ms=2000)
     assert [p.message_id for p in plan.keep] == ["big"] * 500
@@ -275,7 +297,7 @@ def test_plan_consume_decides_a_group_by_its_earliest_row_with_its_extra_wake():
 def group(mid: str, due: int, rows: int, position: int, receives: int = 1) -> list[Pending]:
     """The pointers of one group message of ``rows`` rows due from ``due`` on, one per ms."""
     return [Pending(mid, f"h-{mid}", DelayMessage(pk="scheduler", sk=f"{due + i}#{mid}-{i}", due_ms=due + i,
-                                                  enqueued_ms=0), receives, position, group_size=rows)
+                                                  enqueued_ms=0), receives, position)
             for i in range(rows)]
 
 

@@ -220,6 +220,20 @@ def test_group_extra_wake_grows_with_size_up_to_its_cap():
     assert group_extra_wake_ms(100_000) == GROUP_MAX_EXTRA_WAKE_MS
 
 
+def test_a_cluster_is_woken_early_for_the_consumers_lambda_must_add_beyond_its_first_five():
+    from punctual.core.planning import MAX_EXTRA_WAKE_MS, cluster_extra_wake_ms, extra_wake_ms, rows_per_second
+
+    assert cluster_extra_wake_ms(5_000, 1_000) == 0  # 5 consumers: Lambda's first five
+    assert cluster_extra_wake_ms(5_001, 1_000) == 1 * 200 + 1_000  # a sixth: 200 ms and a cold start
+    assert cluster_extra_wake_ms(50_000, 1_000) == 45 * 200 + 1_000  # the 50,000 burst: 10 s
+    assert cluster_extra_wake_ms(70_000, 1_000) == MAX_EXTRA_WAKE_MS == 12_000
+    assert cluster_extra_wake_ms(1, 0) == 0  # no budget given: one consumer a row, one row
+    # a message takes the larger of its group's own extra and its cluster's
+    assert extra_wake_ms(250, 250, 1_000) == 498 and extra_wake_ms(250, 50_000, 1_000) == 10_000
+    assert extra_wake_ms(1, 1, 1_000) == 0
+    assert rows_per_second([1_000, 1_999, 2_000, 5_500, 5_501]) == {1_000: 2, 2_000: 1, 5_000: 2}
+
+
 def test_a_row_claimed_with_the_polls_own_token_is_resent_at_once_and_not_deferred():
     mine = Task(pk="scheduler", sk=encode_sk(T0 + 60_000, "a"), id="a", due_ms=T0 + 60_000, payload={},
                 enqueued_ms=T0 - 1_000, attempt=1, claim_token="evt-1")

@@ -36,7 +36,7 @@ from punctual.core.consumer_rules import (
     plan_consume,
 )
 from punctual.core.models import DeliveredEvent
-from punctual.core.planning import GROUP_MAX_EXTRA_WAKE_MS
+from punctual.core.planning import MAX_EXTRA_WAKE_MS
 from punctual.core.retry import call_with_retry, time_left_ms
 from punctual.core.runtime import Deps
 from punctual.core.usecases.deliver import delete_delivered, finish_deletes, read_rows, send_events
@@ -76,12 +76,12 @@ SEND_RESERVE_MS = 5000
 
 def max_wait_ms(deps: Deps) -> int:
     """How long this invocation may wait in-process for a message: ``max_wait_ms``, less when the
-    invocation's time left could not cover the wait, a group's extra wake and span, and its sends
+    invocation's time left could not cover the wait, a message's extra wake, a group's span and its sends
     (a message it cannot serve is put back to its due time instead of timing out mid-batch)."""
     s, left = deps.settings, time_left_ms(deps.clock)
     if left is None:
         return s.max_wait_ms
-    return max(0, min(s.max_wait_ms, left - SEND_RESERVE_MS - GROUP_MAX_EXTRA_WAKE_MS - s.group_span_ms))
+    return max(0, min(s.max_wait_ms, left - SEND_RESERVE_MS - MAX_EXTRA_WAKE_MS - s.group_span_ms))
 
 
 def _poison(record: Any, position: int, reason: str, report: ConsumeReport) -> None:

@@ -20,7 +20,8 @@ from punctual.core.clock import Clock
 from punctual.core.config import Settings
 from punctual.core.models import DelayGroup, Task
 from punctual.core.parallel import Skipped, pmap_or_stop
-from punctual.core.planning import delay_seconds, group_by_due, group_extra_wake_ms
+from punctual.core.keys import due_second
+from punctual.core.planning import delay_seconds, extra_wake_ms, group_by_due, rows_per_second
 from punctual.core.queues import Outgoing, send_all
 from punctual.core.store import claim, release
 
@@ -102,31 +103,37 @@ def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Cloc
     (the same token) may claim and resend rows an earlier, crashed attempt claimed
     (docs/architecture.md, "A retry finishes what a crashed attempt claimed")."""
     report = SendReport()
+    clusters = rows_per_second(t.due_ms for t in tasks)
     for start in range(0, len(tasks), SEND_CHUNK_ROWS):
-        if not _claim_and_send_chunk(ddb, sqs, s, clock, tasks[start : start + SEND_CHUNK_ROWS], token, report):
+        chunk = tasks[start : start + SEND_CHUNK_ROWS]
+        if not _claim_and_send_chunk(ddb, sqs, s, clock, chunk, token, clusters, report):
             report.failed += tasks[start + SEND_CHUNK_ROWS :]  # the table refused: not tried
             break
     return report
 
 
 def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
-                          token: str | Mapping[str, str] | None, report: SendReport) -> bool:
-    """Claim and send ``tasks``; False when the table refused a claim (the rest of them not tried)."""
+                          token: str | Mapping[str, str] | None, clusters: Mapping[int, int],
+                          report: SendReport) -> bool:
+    """Claim and send ``tasks``; False when the table refused a claim (the rest of them not tried).
+    ``clusters``: how many rows of the whole send are due in each second (planning.rows_per_second):
+    a message of a big cluster is made visible early enough for Lambda to scale its consumers."""
     claimed, refused = _claim_all(ddb, s, clock, tasks, token, report)
     if not claimed:
         return not refused
     groups = _groups(claimed, s.group_span_ms)
+    extra = {g: extra_wake_ms(len(g), clusters.get(due_second(claimed[g[0]][0].due_ms), len(g)), s.consumer_max_rows)
+             for g in groups}
     out = [
         Outgoing(ref=g, body=DelayGroup.body_of(
             claimed[g[0]][0].pk, [(claimed[i][0].sk, claimed[i][0].due_ms, claimed[i][0].attempt) for i in g],
-            enqueued_ms=max(claimed[i][1] for i in g)))
+            enqueued_ms=max(claimed[i][1] for i in g), extra_wake_ms=extra[g]))
         for g in groups
     ]
 
     def delay_for(o: Outgoing) -> int:
         g: tuple[int, ...] = o.ref  # type: ignore[assignment]
-        wake = s.wake_early_ms + group_extra_wake_ms(len(g))
-        return delay_seconds(claimed[g[0]][0].due_ms, clock.now_ms(), wake)
+        return delay_seconds(claimed[g[0]][0].due_ms, clock.now_ms(), s.wake_early_ms + extra[g])
 
     failures = {f.ref: f for f in send_all(sqs, s.delay_queue_url, out, clock, delay_for=delay_for,
                                             workers=s.send_workers)}
