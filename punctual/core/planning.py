@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from .config import MAX_DELAY_SECONDS
-from .keys import due_second
 from .cron import ARM_MARGIN_MS, minute_not_after, minute_not_before, next_minute_after
+from .keys import due_second
 from .models import RowRejected, Task
 
 

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 from punctual.core import observability as obs
 from punctual.core.clock import Clock
 from punctual.core.config import Settings
+from punctual.core.keys import due_second
 from punctual.core.models import DelayGroup, Task
 from punctual.core.parallel import Skipped, pmap_or_stop
-from punctual.core.keys import due_second
 from punctual.core.planning import delay_seconds, extra_wake_ms, group_by_due, rows_per_second
 from punctual.core.queues import Outgoing, send_all
 from punctual.core.store import claim, release
