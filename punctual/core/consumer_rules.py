@@ -42,6 +42,7 @@ class Pending:
     # made visible this much earlier than a lone row: its message's extra_wake_ms, or for a body
     # without one its group's own (planning.extra_wake_ms), at most MAX_EXTRA_WAKE_MS
     extra_wake_ms: int = 0
+    consumer_rows: int = 0  # its message's: rows an invocation holding it delivers at most (0: no limit)
 
     @property
     def due_ms(self) -> int:
@@ -154,7 +155,8 @@ def _messages(body: str, data: dict[str, Any], partition: str | Collection[str])
             bad.append(f"{sk[:64]!r}: {exc.code}")
             continue
         out.append(DelayMessage(pk=group.pk, sk=sk, due_ms=due, attempt=attempt, enqueued_ms=group.enqueued_ms,
-                                delete_only=group.delete_only, extra_wake_ms=group.extra_wake_ms))
+                                delete_only=group.delete_only, extra_wake_ms=group.extra_wake_ms,
+                                consumer_rows=group.consumer_rows))
     reason = f"{len(bad)} of {len(group.rows)} row key(s) invalid: {', '.join(bad[:3])}"[:300] if bad else None
     return out, reason
 
@@ -187,7 +189,7 @@ def parse_record(record: Mapping[str, Any], position: int, partition: str | Coll
     count = _receive_count(attrs.get("ApproximateReceiveCount") if isinstance(attrs, Mapping) else None)
     extra = min(MAX_EXTRA_WAKE_MS, max(group_extra_wake_ms(len(messages)), messages[0].extra_wake_ms))
     pointers = [Pending(message_id=mid, receipt_handle=handle, message=msg, receive_count=count, position=position,
-                        extra_wake_ms=extra) for msg in messages]
+                        extra_wake_ms=extra, consumer_rows=messages[0].consumer_rows) for msg in messages]
     return ParsedRecord(pointers, poison)
 
 
@@ -276,13 +278,15 @@ def hand_off(keep: Sequence[Pending], max_rows: int) -> tuple[list[Pending], lis
     hands to other invocations (one pointer each: its earliest), so that rows due together are
     spread over as many consumers as Lambda runs instead of the up to ten messages one batch
     holds (docs/architecture.md, "Groups"). Messages are taken whole, in due order, while the rows
-    stay within ``max_rows``; the first message is always kept, and so is a message received
-    ``HAND_OFF_MAX_RECEIVES`` times or more."""
+    stay within ``max_rows``, or fewer when a message says so (a cluster's share a consumer,
+    planning.cluster_rows_per_consumer); the first message is always kept, and so is a message
+    received ``HAND_OFF_MAX_RECEIVES`` times or more."""
     by_message: dict[str, list[Pending]] = {}
     for rec in keep:
         by_message.setdefault(rec.message_id, []).append(rec)
     kept: list[Pending] = []
     handed: list[Pending] = []
+    max_rows = min([max_rows, *(p.consumer_rows for p in keep if p.consumer_rows)])
     for pointers in by_message.values():
         first = pointers[0]
         if not kept or len(kept) + len(pointers) <= max_rows or first.receive_count >= HAND_OFF_MAX_RECEIVES:

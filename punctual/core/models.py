@@ -230,9 +230,12 @@ class DelayMessage(BaseModel):
     # made visible this much earlier than a lone row (planning.extra_wake_ms): the consumer may hold
     # it that much longer (absent in bodies from before it existed: a group's own extra applies)
     extra_wake_ms: int = Field(default=0, ge=0)
+    # rows an invocation holding it delivers at most (planning.cluster_rows_per_consumer); 0: the
+    # consumer's own consumer_max_rows
+    consumer_rows: int = Field(default=0, ge=0)
 
     def body(self) -> str:
-        return dumps(_without_defaults(self.model_dump(), delete_only=False, extra_wake_ms=0))
+        return dumps(_without_defaults(self.model_dump(), delete_only=False, extra_wake_ms=0, consumer_rows=0))
 
 
 class DelayGroup(BaseModel):
@@ -246,21 +249,23 @@ class DelayGroup(BaseModel):
     rows: list[tuple[str, int]]  # (sk, attempt of this send), in due order
     delete_only: bool = False  # as DelayMessage's
     extra_wake_ms: int = Field(default=0, ge=0)  # as DelayMessage's
+    consumer_rows: int = Field(default=0, ge=0)  # as DelayMessage's
 
     def body(self) -> str:
-        return dumps(_without_defaults(self.model_dump(), delete_only=False, extra_wake_ms=0))
+        return dumps(_without_defaults(self.model_dump(), delete_only=False, extra_wake_ms=0, consumer_rows=0))
 
     @staticmethod
     def body_of(pk: str, rows: list[tuple[str, int, int]], enqueued_ms: int, delete_only: bool = False,
-                extra_wake_ms: int = 0) -> str:
+                extra_wake_ms: int = 0, consumer_rows: int = 0) -> str:
         """The delay-queue body for ``rows`` = (sk, due_ms, attempt), sorted by due."""
         if len(rows) == 1:
             sk, due, attempt = rows[0]
             return DelayMessage(pk=pk, sk=sk, due_ms=due, attempt=attempt, enqueued_ms=enqueued_ms,
-                                delete_only=delete_only, extra_wake_ms=extra_wake_ms).body()
+                                delete_only=delete_only, extra_wake_ms=extra_wake_ms,
+                                consumer_rows=consumer_rows).body()
         return DelayGroup(pk=pk, due_ms=rows[0][1], enqueued_ms=enqueued_ms,
                           rows=[(sk, attempt) for sk, _, attempt in rows], delete_only=delete_only,
-                          extra_wake_ms=extra_wake_ms).body()
+                          extra_wake_ms=extra_wake_ms, consumer_rows=consumer_rows).body()
 
 
 class PollRequest(BaseModel):

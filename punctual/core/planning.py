@@ -277,22 +277,38 @@ def group_extra_wake_ms(rows: int) -> int:
     return min(GROUP_MAX_EXTRA_WAKE_MS, max(0, rows - 1) * GROUP_WAKE_MS_PER_ROW)
 
 
+# The most consumers a cluster is made visible early enough for: Lambda's first five and those it
+# adds within MAX_EXTRA_WAKE_MS after a cold start (60).
+MAX_CLUSTER_CONSUMERS = ESM_INITIAL_CONSUMERS + (MAX_EXTRA_WAKE_MS - CLUSTER_COLD_START_MS) // ESM_MS_PER_CONSUMER
+
+
+def cluster_rows_per_consumer(cluster_rows: int, max_rows: int) -> int:
+    """The rows one consumer delivers of a cluster of ``cluster_rows`` rows due in one second: a
+    group's (GROUP_MAX_ROWS) while Lambda can run that many consumers by their due time, else the
+    cluster shared over MAX_CLUSTER_CONSUMERS; never more than ``max_rows`` (consumer_max_rows).
+    Fewer rows a consumer: less of the consumer's per-row CPU before the last row's send."""
+    share = -(-cluster_rows // MAX_CLUSTER_CONSUMERS)
+    return max(1, min(max_rows, max(GROUP_MAX_ROWS, share)))
+
+
 def cluster_extra_wake_ms(cluster_rows: int, rows_per_consumer: int) -> int:
     """How much earlier than a lone row the messages of a cluster (``cluster_rows`` rows due in
     one second) are made visible, so that Lambda runs the ceil(cluster_rows / rows_per_consumer)
-    consumers they need by their due time instead of starting to scale up then: 0 when the first
-    five suffice, else 200 ms a consumer beyond them and a cold start, at most MAX_EXTRA_WAKE_MS."""
+    consumers they need by their due time instead of starting to scale up then: 0 for one consumer,
+    else a cold start (the consumers it is handed to start then) and 200 ms a consumer beyond the
+    first five, at most MAX_EXTRA_WAKE_MS."""
     consumers = -(-cluster_rows // max(1, rows_per_consumer))
-    if consumers <= ESM_INITIAL_CONSUMERS:
+    if consumers <= 1:
         return 0
-    ramp = (consumers - ESM_INITIAL_CONSUMERS) * ESM_MS_PER_CONSUMER + CLUSTER_COLD_START_MS
+    ramp = max(0, consumers - ESM_INITIAL_CONSUMERS) * ESM_MS_PER_CONSUMER + CLUSTER_COLD_START_MS
     return min(MAX_EXTRA_WAKE_MS, ramp)
 
 
-def extra_wake_ms(group_rows: int, cluster_rows: int, rows_per_consumer: int) -> int:
+def extra_wake_ms(group_rows: int, cluster_rows: int, max_rows: int) -> int:
     """How much earlier than a lone row a message of ``group_rows`` rows is made visible when
     ``cluster_rows`` rows (its own among them) are due in its first row's second."""
-    return max(group_extra_wake_ms(group_rows), cluster_extra_wake_ms(cluster_rows, rows_per_consumer))
+    per_consumer = cluster_rows_per_consumer(cluster_rows, max_rows)
+    return max(group_extra_wake_ms(group_rows), cluster_extra_wake_ms(cluster_rows, per_consumer))
 
 
 def rows_per_second(dues: Iterable[int]) -> dict[int, int]:

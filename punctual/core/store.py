@@ -18,8 +18,8 @@ from .errors import is_conditional_failure
 from .keys import due_second, fence_key
 from .metrics_names import REJECTED_ROWS
 from .models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS, Rejection, RowRejected, RowSend, Task
-from .parallel import pmap
-from .retry import call_with_retry, retry_unprocessed
+from .parallel import Skipped, pmap, pmap_or_stop
+from .retry import call_with_retry, time_left_ms
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -232,9 +232,6 @@ def _send_values(send: RowSend) -> dict[str, Any]:
     return {":att": {"N": str(send.attempt)}, ":enq": {"N": str(send.enqueued_ms)}}
 
 
-TRANSACT_MAX = 100  # TransactWriteItems' limit
-
-
 # A transaction's item whose condition failed (its code in CancellationReasons).
 CHECK_FAILED = "ConditionalCheckFailed"
 
@@ -247,8 +244,7 @@ def cancellation_codes(exc: BaseException) -> list[str]:
 
 
 def _delete_one(ddb: DynamoDBClient, s: Settings, send: RowSend) -> bool:
-    """A single row's conditional DeleteItem (1 write unit, where a transaction of one costs 2);
-    False when the row was written over since."""
+    """A row's conditional DeleteItem; False when the row was written over since."""
     try:
         ddb.delete_item(TableName=s.table_name, Key=row_key(send.pk, send.sk), ConditionExpression=SAME_SEND,
                         ExpressionAttributeNames=_SEND_NAMES, ExpressionAttributeValues=_send_values(send))
@@ -259,51 +255,50 @@ def _delete_one(ddb: DynamoDBClient, s: Settings, send: RowSend) -> bool:
     return True
 
 
-def _delete_chunk(ddb: DynamoDBClient, s: Settings, clock: Clock, sends: list[RowSend],
-                  written_over: list[RowSend]) -> list[RowSend]:
-    def write(pending: list[RowSend]) -> list[RowSend]:
-        if len(pending) == 1:
-            if not _delete_one(ddb, s, pending[0]):
-                written_over.append(pending[0])
-            return []
-        try:
-            ddb.transact_write_items(TransactItems=[{"Delete": {
-                "TableName": s.table_name, "Key": row_key(r.pk, r.sk), "ConditionExpression": SAME_SEND,
-                "ExpressionAttributeNames": _SEND_NAMES, "ExpressionAttributeValues": _send_values(r)}} for r in pending])
-        except Exception as exc:
-            codes = cancellation_codes(exc)
-            if len(codes) != len(pending):
-                raise
-            # all or nothing: the rows written over since are left (new tasks), the others go again
-            written_over.extend(r for r, code in zip(pending, codes, strict=True) if code == CHECK_FAILED)
-            return [r for r, code in zip(pending, codes, strict=True) if code != CHECK_FAILED]
-        return []
+def delete_sent(ddb: DynamoDBClient, s: Settings, clock: Clock, sends: list[RowSend],
+                until_ms: int | None = None) -> tuple[list[RowSend], list[RowSend], list[RowSend]]:
+    """Delete delivered rows while each is still the send delivered: a conditional DeleteItem a
+    row (1 write unit, where a transaction's delete costs 2), ``s.send_workers`` calls at a time.
+    Returns (the rows written over since, left in place: new tasks; the rows not deleted now: the
+    table refused, after which the rest are not tried, or the invocation's time ran short; the rows
+    not tried because ``until_ms`` came: the next rows due, which the deletes must not hold back)."""
+    unique = list({(r.pk, r.sk): r for r in sends}.values())
 
-    return retry_unprocessed(write, sends, clock)
+    def one(send: RowSend) -> bool:
+        left_ms = time_left_ms(clock)
+        if left_ms is not None and left_ms < DELETE_RESERVE_MS:
+            raise Skipped()  # what is left goes to a delete-only copy of its pointer, in time
+        if until_ms is not None and clock.now_ms() >= until_ms:
+            raise _NotNow()
+        return call_with_retry(lambda: _delete_one(ddb, s, send), clock)
 
-
-def delete_sent(ddb: DynamoDBClient, s: Settings, clock: Clock,
-                sends: list[RowSend]) -> tuple[list[RowSend], list[RowSend]]:
-    """Delete delivered rows while each is still the send delivered: TransactWriteItems of up to
-    100 conditional Deletes (2 write units a row; a lone row, the common case of sparse tasks, a
-    conditional DeleteItem: 1 unit), ``s.send_workers`` calls at a time. Returns
-    (the rows written over since, left in place: new tasks; the rows the table would not delete
-    now). A transaction is all or nothing: one cancelled for some rows' conditions is made again
-    without them."""
-    unique = list({(r.pk, r.sk): r for r in sends}.values())  # a transaction names an item once
-    chunks = [unique[i : i + TRANSACT_MAX] for i in range(0, len(unique), TRANSACT_MAX)]
+    results = pmap_or_stop(one, unique, s.send_workers)
+    # stopped by ``until_ms`` (not by a failure): the rows not tried are for later in the invocation
+    not_now = any(isinstance(exc, _NotNow) for _, _, exc in results) and all(
+        exc is None or isinstance(exc, Skipped) for _, _, exc in results)
     written_over: list[RowSend] = []
+    left: list[RowSend] = []
+    untried: list[RowSend] = []
+    for send, deleted, exc in results:
+        if exc is None:
+            if not deleted:
+                written_over.append(send)
+        elif not_now:
+            untried.append(send)
+        else:
+            if not isinstance(exc, Skipped):
+                obs.log("ERROR", "row delete failed", sk=send.sk, error=obs.error_text(exc))
+            left.append(send)
+    return written_over, left, untried
 
-    def one(chunk: list[RowSend]) -> list[RowSend]:
-        try:
-            return _delete_chunk(ddb, s, clock, chunk, written_over)
-        except Exception as exc:
-            obs.log("ERROR", "row delete failed", error=str(exc)[:300], rows=len(chunk))
-            return chunk
 
-    left = [r for part in pmap(one, chunks, s.send_workers) for r in part]
-    done = {(r.pk, r.sk) for r in written_over}
-    return written_over, [r for r in left if (r.pk, r.sk) not in done]
+class _NotNow(Skipped):
+    """Not tried: the time given for these deletes is up."""
+
+
+# The deletes after delivery stop this long before the invocation's deadline: the rows left are
+# handed to a delete-only copy of their pointer (deliver.retry_later), never to a timeout.
+DELETE_RESERVE_MS = 1000
 
 
 def reject_row(

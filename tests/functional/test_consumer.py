@@ -125,24 +125,26 @@ def test_batch_sorted_by_due_waits_progressively(stack, frozen):
     # 1200 and 1205 share one wait and one SendMessageBatch; the others go as they fall due.
     assert faults.count("SendMessageBatch") == 5
     # a fence per due second (0, 300 and 700 share one; 1200, 1205 and 1900 the next), a consistent
-    # Query per run, and the run's conditional deletes before the next wait: a DeleteItem for a run of
-    # one row (1 write unit), one transaction for the run of two (1200 and 1205)
-    assert (faults.count("UpdateItem"), faults.count("Query"), faults.count("TransactWriteItems")) == (2, 5, 1)
-    assert faults.count("DeleteItem") == 4 and faults.count("GetItem") == 0
+    # Query per run, and the run's conditional deletes before the next wait: a DeleteItem a row
+    # (1 write unit; a transaction's delete costs 2)
+    assert (faults.count("UpdateItem"), faults.count("Query"), faults.count("TransactWriteItems")) == (2, 5, 0)
+    assert faults.count("DeleteItem") == 6 and faults.count("GetItem") == 0
     assert now_ms(stack) == T0_MS + 1_900
 
 
-def test_due_messages_of_a_batch_go_in_one_send_with_one_fence_one_query_and_one_delete_call(stack, frozen, logs):
+def test_due_messages_of_a_batch_go_in_one_send_with_one_fence_one_query_and_a_delete_a_row(stack, frozen, logs):
     for i in range(10):
         due = T0_MS - 1_000 + i  # all past due when received
         enqueue(stack, schedule(stack, due, f"n{i}"), due, delay_seconds=0)
     faults = Faults(stack.sqs, stack.ddb)
     assert run_consumer(stack) == {"batchItemFailures": []}
     assert faults.count("SendMessageBatch") == 1
-    # the run: one fence of its due second (UpdateItem), one consistent Query of its rows, and one
-    # TransactWriteItems of ten conditional deletes: no call per row
-    assert (faults.count("UpdateItem"), faults.count("Query"), faults.count("TransactWriteItems")) == (1, 1, 1)
-    assert faults.count("DeleteItem") == faults.count("GetItem") == faults.count("BatchWriteItem") == 0
+    # the run: one fence of its due second (UpdateItem), one consistent Query of its rows (no read a
+    # row), and after the send a conditional DeleteItem a row (1 write unit each, where a transaction's
+    # delete costs 2: the CPU of ten calls is cheaper than ten write units)
+    assert (faults.count("UpdateItem"), faults.count("Query"), faults.count("TransactWriteItems")) == (1, 1, 0)
+    assert faults.count("DeleteItem") == 10
+    assert faults.count("GetItem") == faults.count("BatchWriteItem") == 0
     events = delivered(stack)
     assert len(events) == 10
     [lateness] = metric_values(logs(), "LatenessMs")
@@ -557,11 +559,29 @@ def test_a_group_is_delivered_on_its_rows_due_times_with_batched_sends(stack, fr
     events = delivered(stack)
     assert sorted(e["key"] for e in events) == sks
     assert all(0 <= e["lateness_ms"] <= 10 for e in events)
-    # one fence of their due second, one Query per run; the 25 deletes in one transaction at the
-    # end (runs 10 ms apart leave no wait long enough to delete in: DELETE_WHILE_WAITING_MS)
+    # one fence of their due second, one Query per run; the 25 deletes at the end (runs 10 ms apart
+    # leave no wait long enough to delete in: DELETE_WHILE_WAITING_MS), a DeleteItem each
     assert faults.count("SendMessageBatch") >= 10 and faults.count("UpdateItem") == 1
-    assert faults.count("Query") == faults.count("SendMessageBatch") and faults.count("TransactWriteItems") == 1
+    assert faults.count("Query") == faults.count("SendMessageBatch") and faults.count("TransactWriteItems") == 0
+    assert faults.count("DeleteItem") == 25
     assert stack.rows() == []
+
+
+def test_deletes_in_a_wait_never_hold_back_the_next_run(stack, frozen):
+    """Each DeleteItem takes 20 ms here: of the first run's ten deletes, those started before the
+    second run is 50 ms away (DELETE_WHILE_WAITING_MS) are made in the wait, the rest after the
+    second run's send, which goes out on its due time."""
+    rows = [(schedule(stack, T0_MS + (0 if i < 10 else 100), f"r{i:02}"), T0_MS + (0 if i < 10 else 100))
+            for i in range(20)]
+    enqueue_group(stack, rows)
+    faults = Faults(stack.sqs, stack.ddb).delay("DeleteItem", 20, stack.deps.clock)
+    frozen.tick(-1)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    events = delivered(stack)
+    assert len(events) == 20 and max(e["lateness_ms"] for e in events) <= 10
+    assert faults.count("DeleteItem") == 20 and stack.rows() == []
+    # three deletes fit before T0 + 50 ms (0 -> 20 -> 40 -> 60): started at 0, 20 and 40
+    assert now_ms(stack) == T0_MS + 100 + 17 * 20
 
 
 def test_a_cancelled_row_inside_a_group_is_dropped_and_the_others_delivered(stack, frozen, logs):

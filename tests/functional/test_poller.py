@@ -90,6 +90,21 @@ def test_a_cluster_is_made_visible_early_enough_for_lambda_to_scale_its_consumer
     assert extras == {**{key: 2_400 for key in cluster}, lone: None}
 
 
+def test_a_cluster_is_shared_over_consumers_a_group_each(stack):
+    """600 rows due in one second, consumer_max_rows 1,000: three 250-row groups at most, each
+    message telling its consumer to deliver at most 250 rows, made visible a cold start (1 s) earlier
+    than a lone row: three consumers, within Lambda's first five."""
+    log = SentLog(stack.sqs)
+    cluster = [sk(100 * S + i, f"c{i:03}") for i in range(600)]
+    put_many(stack, [(key, {"k": key}) for key in cluster])
+    poll(stack.deps)
+    bodies = [json.loads(e["MessageBody"]) for e in log.entries]
+    assert [(len(b["rows"]), b["consumer_rows"], b.get("extra_wake_ms")) for b in bodies] == [
+        (250, 250, 1_000), (250, 250, 1_000), (100, 250, 1_000)]
+    # ceil((first due - 1,000 - 1,000) / 1,000): 98,000 -> 98; 98,250 -> 99; 98,500 -> 99
+    assert [e["DelaySeconds"] for e in log.entries] == [98, 99, 99]
+
+
 def test_window_rows_sent_with_exact_delays(stack, frozen):
     """wake_early_ms = 0: DelaySeconds is ceil to the due time itself (one message per row)."""
     stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, wake_early_ms=0, group_span_ms=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -310,6 +311,15 @@ def test_hand_off_keeps_whole_messages_in_due_order_up_to_the_row_budget():
     assert len(kept) == 1000 and [r.message_id for r in handed] == ["c"]
     assert handed[0] is c[0]  # the message's earliest pointer (its receipt handle is the message's)
     assert kept == sorted(kept, key=lambda r: (r.due_ms, r.position))
+
+
+def test_hand_off_keeps_no_more_rows_than_a_message_of_a_cluster_asks():
+    a, b, c = group("a", DUE, 250, 0), group("b", DUE + 1, 250, 1), group("c", DUE + 2, 250, 2)
+    b = [dataclasses.replace(p, consumer_rows=250) for p in b]
+    keep = sorted([*a, *b, *c], key=lambda r: (r.due_ms, r.position))
+    kept, handed = hand_off(keep, max_rows=1000)
+    assert {r.message_id for r in kept} == {"a"} and [r.message_id for r in handed] == ["b", "c"]
+    assert {r.message_id for r in hand_off([*a, *c], max_rows=1000)[0]} == {"a", "c"}  # none asks: 1,000
 
 
 def test_hand_off_always_keeps_the_first_message_and_one_received_too_often():

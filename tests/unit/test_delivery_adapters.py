@@ -48,16 +48,18 @@ def test_send_all_never_exceeds_the_batch_size_limit():
 
 
 class FakeDdb:
-    """TransactWriteItems of conditional Deletes (SAME_SEND: the row's attempt and send mark), all or
-    nothing, cancelled with a reason per item, throttled for its first ``throttled`` calls; and a
-    Query that pages."""
+    """Conditional DeleteItems (SAME_SEND: the row's attempt and send mark), throttled for the first
+    ``throttled`` calls; and a Query that pages."""
 
     def __init__(self, rows, throttled=0):
         self.rows, self.throttled, self.calls = dict(rows), throttled, []
 
     def delete_item(self, TableName, Key, ConditionExpression, ExpressionAttributeValues, **_):  # noqa: N803
-        """A single conditional Delete, recorded as ("DeleteItem", 1)."""
-        self.calls.append(("DeleteItem", 1))
+        """A single conditional Delete, recorded by its sk."""
+        self.calls.append(Key["sk"]["S"])
+        if self.throttled > 0:
+            self.throttled -= 1
+            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "DeleteItem")
         assert ConditionExpression == SAME_SEND
         key = (Key["pk"]["S"], Key["sk"]["S"])
         row, want = self.rows.get(key), ExpressionAttributeValues
@@ -65,29 +67,6 @@ class FakeDdb:
                 and int(row[ATTR_ENQUEUED_MS]["N"]) <= int(want[":enq"]["N"])):
             raise ClientError({"Error": {"Code": "ConditionalCheckFailedException"}}, "DeleteItem")
         del self.rows[key]
-        return {}
-
-    def transact_write_items(self, TransactItems):  # noqa: N803
-        assert len(TransactItems) <= 100
-        self.calls.append(len(TransactItems))
-        if self.throttled > 0:
-            self.throttled -= 1
-            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "TransactWriteItems")
-        codes = []
-        for t in TransactItems:
-            d = t["Delete"]
-            assert d["ConditionExpression"] == SAME_SEND
-            key = (d["Key"]["pk"]["S"], d["Key"]["sk"]["S"])
-            row, want = self.rows.get(key), d["ExpressionAttributeValues"]
-            ok = (row is not None and row.get(ATTR_ATTEMPT) == want[":att"] and ATTR_ENQUEUED_MS in row
-                  and int(row[ATTR_ENQUEUED_MS]["N"]) <= int(want[":enq"]["N"]))
-            codes.append("None" if ok else "ConditionalCheckFailed")
-        if "ConditionalCheckFailed" in codes:
-            raise ClientError({"Error": {"Code": "TransactionCanceledException"},
-                               "CancellationReasons": [{"Code": c} for c in codes]}, "TransactWriteItems")
-        for t in TransactItems:
-            key = t["Delete"]["Key"]
-            del self.rows[(key["pk"]["S"], key["sk"]["S"])]
         return {}
 
     def query(self, TableName, KeyConditionExpression, ExpressionAttributeValues, ConsistentRead,  # noqa: N803
@@ -117,52 +96,79 @@ def sent(sk, attempt=1, enqueued_ms=1_000):
     return RowSend("scheduler", sk, attempt, enqueued_ms)
 
 
-def test_delete_sent_by_100_per_transaction_retrying_throttled_calls():
+def test_delete_sent_deletes_each_row_with_its_own_conditional_delete_retrying_throttled_calls():
+    """1 write unit a row (a transaction's delete costs 2); a throttled call is made again."""
     rows = {("scheduler", f"k{i:03}"): row(f"k{i:03}", 1, 1_000) for i in range(150)}
     ddb, clock = FakeDdb(rows, throttled=1), ManualClock()
-    assert delete_sent(ddb, Settings(send_workers=1), clock, [sent(sk) for _, sk in rows]) == ([], [])
+    assert delete_sent(ddb, Settings(send_workers=1), clock, [sent(sk) for _, sk in rows]) == ([], [], [])
     assert ddb.rows == {}
-    assert ddb.calls == [100, 100, 50]  # the throttled first transaction asked again, whole
+    assert ddb.calls == ["k000", *(f"k{i:03}" for i in range(150))]  # the throttled first one asked again
     assert clock.slept_ms > 0  # backed off
 
 
 def test_delete_sent_leaves_the_rows_written_over_and_deletes_the_others():
-    """All or nothing: a transaction cancelled for some rows' conditions is made again without them.
-    Left: a put over the key (no send mark: a new task), a newer send (an orphan resend: another
+    """Left: a put over the key (no send mark: a new task), a newer send (an orphan resend: another
     attempt), a new task claimed since (a later send mark); deleted: a row whose orphan clock was
-    restarted (an earlier or equal mark)."""
+    restarted (an earlier or equal mark). A row named twice is deleted once."""
     rows = {("scheduler", "new"): row("new"), ("scheduler", "resent"): row("resent", 2, 900),
             ("scheduler", "claimed"): row("claimed", 1, 1_001), ("scheduler", "same"): row("same", 1, 1_000),
             ("scheduler", "restarted"): row("restarted", 1, 400)}
     ddb = FakeDdb(rows)
-    over, left = delete_sent(ddb, Settings(), ManualClock(), [sent(sk) for _, sk in rows])
+    over, left, _ = delete_sent(ddb, Settings(), ManualClock(), [*(sent(sk) for _, sk in rows), sent("same")])
     assert sorted(r.sk for r in over) == ["claimed", "new", "resent"] and left == []
     assert sorted(sk for _, sk in ddb.rows) == ["claimed", "new", "resent"]
-    assert ddb.calls == [5, 2]
-
-
-def test_a_lone_row_is_deleted_with_one_conditional_delete_item():
-    """One write unit, where a transaction of one item costs two (the common case: sparse tasks, a
-    run of one row); the same condition: a row written over since is left."""
-    ddb = FakeDdb({("scheduler", "same"): row("same", 1, 1_000), ("scheduler", "new"): row("new")})
-    assert delete_sent(ddb, Settings(), ManualClock(), [sent("same")]) == ([], [])
-    over, left = delete_sent(ddb, Settings(), ManualClock(), [sent("new")])
-    assert [r.sk for r in over] == ["new"] and left == []
-    assert sorted(sk for _, sk in ddb.rows) == ["new"]
-    assert ddb.calls == [("DeleteItem", 1), ("DeleteItem", 1)]
-    # a transaction cancelled down to one row finishes with a DeleteItem too
-    ddb = FakeDdb({("scheduler", "a"): row("a", 1, 1_000), ("scheduler", "b"): row("b")})
-    over, _ = delete_sent(ddb, Settings(), ManualClock(), [sent("a"), sent("b")])
-    assert [r.sk for r in over] == ["b"] and ddb.calls == [2, ("DeleteItem", 1)] and list(ddb.rows) == [("scheduler", "b")]
+    assert sorted(ddb.calls) == ["claimed", "new", "resent", "restarted", "same"]
 
 
 def test_delete_sent_returns_the_rows_left_undeleted_when_the_table_fails():
+    """The first row's delete fails for good (its retries spent): the others are not tried."""
     rows = {("scheduler", "a"): row("a", 1, 1_000), ("scheduler", "b"): row("b", 1, 1_000)}
     ddb = FakeDdb(rows, throttled=100)
-    over, left = delete_sent(ddb, Settings(), ManualClock(), [sent("a"), sent("b"), sent("a")])
+    over, left, _ = delete_sent(ddb, Settings(send_workers=1), ManualClock(), [sent("a"), sent("b"), sent("a")])
     assert over == [] and sorted(r.sk for r in left) == ["a", "b"] and len(ddb.rows) == 2
-    assert ddb.calls == [2] * ATTEMPTS  # one item per row (a transaction names an item once), one retry layer
-    assert delete_sent(FakeDdb({}), Settings(), ManualClock(), []) == ([], [])
+    assert ddb.calls == ["a"] * ATTEMPTS
+    assert delete_sent(FakeDdb({}), Settings(), ManualClock(), []) == ([], [], [])
+
+
+def test_delete_sent_stops_before_the_invocations_deadline_and_leaves_the_rest():
+    """Deletes are not started within DELETE_RESERVE_MS of the deadline: the rows left go to a
+    delete-only copy of their pointer (the caller) instead of an invocation timing out mid-batch."""
+    from punctual.core.retry import set_deadline
+    from punctual.core.store import DELETE_RESERVE_MS
+
+    rows = {("scheduler", k): row(k, 1, 1_000) for k in ("a", "b", "c")}
+    ddb, clock = FakeDdb(rows), ManualClock()
+    set_deadline(clock.now_ms() + DELETE_RESERVE_MS + 5)
+    try:
+        real = ddb.delete_item
+
+        def slow(**kw):
+            clock.advance_ms(3)
+            return real(**kw)
+
+        ddb.delete_item = slow
+        over, left, untried = delete_sent(ddb, Settings(send_workers=1), clock, [sent("a"), sent("b"), sent("c")])
+    finally:
+        set_deadline(None)
+    assert over == untried == [] and [r.sk for r in left] == ["c"] and ddb.calls == ["a", "b"]
+    assert list(ddb.rows) == [("scheduler", "c")]
+
+
+def test_deletes_in_a_wait_start_none_after_the_time_given_and_hand_back_the_rest():
+    """The consumer deletes while it waits for its next run, up to that run's due time: the rows
+    not tried then are handed back untried (deleted later in the invocation), not failed."""
+    rows = {("scheduler", k): row(k, 1, 1_000) for k in ("a", "b", "c", "d")}
+    ddb, clock = FakeDdb(rows), ManualClock()
+    real = ddb.delete_item
+
+    def slow(**kw):
+        clock.advance_ms(3)
+        return real(**kw)
+
+    ddb.delete_item = slow
+    over, left, untried = delete_sent(ddb, Settings(send_workers=1), clock, [sent(k) for k in "abcd"], until_ms=5)
+    assert over == left == [] and [r.sk for r in untried] == ["c", "d"] and ddb.calls == ["a", "b"]
+    assert sorted(sk for _, sk in ddb.rows) == ["c", "d"]
 
 
 def test_rows_between_reads_the_inclusive_range_across_pages():

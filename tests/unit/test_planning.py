@@ -221,16 +221,31 @@ def test_group_extra_wake_grows_with_size_up_to_its_cap():
 
 
 def test_a_cluster_is_woken_early_for_the_consumers_lambda_must_add_beyond_its_first_five():
-    from punctual.core.planning import MAX_EXTRA_WAKE_MS, cluster_extra_wake_ms, extra_wake_ms, rows_per_second
+    from punctual.core.planning import (
+        MAX_CLUSTER_CONSUMERS,
+        MAX_EXTRA_WAKE_MS,
+        cluster_extra_wake_ms,
+        cluster_rows_per_consumer,
+        extra_wake_ms,
+        rows_per_second,
+    )
 
-    assert cluster_extra_wake_ms(5_000, 1_000) == 0  # 5 consumers: Lambda's first five
+    assert cluster_extra_wake_ms(1_000, 1_000) == 0  # one consumer: the group's own extra
+    assert cluster_extra_wake_ms(5_000, 1_000) == 1_000  # Lambda's first five, from a cold start
     assert cluster_extra_wake_ms(5_001, 1_000) == 1 * 200 + 1_000  # a sixth: 200 ms and a cold start
     assert cluster_extra_wake_ms(50_000, 1_000) == 45 * 200 + 1_000  # the 50,000 burst: 10 s
     assert cluster_extra_wake_ms(70_000, 1_000) == MAX_EXTRA_WAKE_MS == 12_000
     assert cluster_extra_wake_ms(1, 0) == 0  # no budget given: one consumer a row, one row
-    # a message takes the larger of its group's own extra and its cluster's
-    assert extra_wake_ms(250, 250, 1_000) == 498 and extra_wake_ms(250, 50_000, 1_000) == 10_000
-    assert extra_wake_ms(1, 1, 1_000) == 0
+    # a consumer delivers a group's 250 rows of a cluster while Lambda can run that many by due
+    # (5,000 rows: 20 consumers); past 60 consumers (15,000 rows) the cluster is shared over 60
+    assert cluster_rows_per_consumer(5_000, 1_000) == 250 and cluster_rows_per_consumer(1, 1_000) == 250
+    assert MAX_CLUSTER_CONSUMERS == 60 and cluster_rows_per_consumer(15_000, 1_000) == 250
+    assert cluster_rows_per_consumer(50_000, 1_000) == 834 and cluster_rows_per_consumer(90_000, 1_000) == 1_000
+    assert cluster_rows_per_consumer(5_000, 100) == 100  # consumer_max_rows bounds it
+    # a message takes the larger of its group's own extra and its cluster's (consumers at that share)
+    assert extra_wake_ms(250, 250, 1_000) == 498 and extra_wake_ms(1, 1, 1_000) == 0
+    assert extra_wake_ms(250, 5_000, 1_000) == 15 * 200 + 1_000  # 20 consumers of 250
+    assert extra_wake_ms(250, 50_000, 1_000) == MAX_EXTRA_WAKE_MS  # 60 consumers of 834
     assert rows_per_second([1_000, 1_999, 2_000, 5_500, 5_501]) == {1_000: 2, 2_000: 1, 5_000: 2}
 
 

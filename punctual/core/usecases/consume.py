@@ -114,7 +114,8 @@ def _put_back(deps: Deps, queue_url: str, rec: Pending, seconds: int, report: Co
 
 def _deliver_runs(deps: Deps, keep: list[Pending], report: ConsumeReport) -> None:
     """The kept pointers (sorted by due), in runs due together: one wait, then fence, read, send and
-    delete (the deletes before a wait, or at the end: they never hold back a run that is due)."""
+    delete (the deletes in a wait, none started within DELETE_WHILE_WAITING_MS of the next run, and
+    the rest at the end: they never hold back a run that is due)."""
     clock = deps.clock
     while keep:
         n, _ = next_group([rec.due_ms for rec in keep], clock.now_ms())
@@ -126,8 +127,10 @@ def _deliver_runs(deps: Deps, keep: list[Pending], report: ConsumeReport) -> Non
             obs.log("ERROR", "delivery group failed", exc=exc,
                     message_ids=sorted({rec.message_id for rec in group}))
             report.failures += [rec.message_id for rec in group]
-        if not keep or keep[0].due_ms - clock.now_ms() >= DELETE_WHILE_WAITING_MS:
+        if not keep:
             delete_delivered(deps, report)
+        elif keep[0].due_ms - clock.now_ms() >= DELETE_WHILE_WAITING_MS:
+            delete_delivered(deps, report, until_ms=keep[0].due_ms - DELETE_WHILE_WAITING_MS)
 
 
 def _serve_controls(deps: Deps, report: ConsumeReport) -> None:

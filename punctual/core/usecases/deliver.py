@@ -186,15 +186,19 @@ def _retry_unsent(deps: Deps, unsent: list[tuple[Pending, Task]], report: Consum
     retry_later(deps, [rec for rec, _ in unsent], report, enqueued_ms=now)
 
 
-def delete_delivered(deps: Deps, report: ConsumeReport) -> None:
-    """Delete the rows delivered so far while each is still the send delivered; a delete the table
-    refuses is retried later, for the delete only (the event is not sent again)."""
+def delete_delivered(deps: Deps, report: ConsumeReport, until_ms: int | None = None) -> None:
+    """Delete the rows delivered so far while each is still the send delivered, starting none after
+    ``until_ms`` (the next run's due time: those stay for a later wait or the end); a delete the
+    table refuses is retried later, for the delete only (the event is not sent again)."""
     todo, report.undeleted = report.undeleted, []
     if not todo:
         return
-    written_over, left = delete_sent(deps.ddb, deps.settings, deps.clock, [rec.send for rec in todo])
+    written_over, left, untried = delete_sent(deps.ddb, deps.settings, deps.clock, [rec.send for rec in todo],
+                                              until_ms)
     for send in written_over:
         obs.log("INFO", "not deleted: written again since it was read (a new task)", sk=send.sk)
+    not_yet = {(send.pk, send.sk) for send in untried}
+    report.undeleted = [rec for rec in todo if rec.key in not_yet]
     undone = {(send.pk, send.sk) for send in left}
     later = [rec for rec in todo if rec.key in undone]
     if later:
