@@ -136,8 +136,8 @@ POLLER_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateIt
 # UpdateItem: the fence of a run's due seconds (store.fence_second), a row's orphan clock restarted
 # after a failed send (store.restart_orphan_clock), and arming a poll asked for (usecases/ensure_poll:
 # the meta row); Query: the run's rows (store.rows_between); GetItem: the meta row read back
-# (arming.sync_rule); DeleteItem: rows after their sends, in TransactWriteItems (store.delete_sent:
-# a transaction's Deletes are authorised by DeleteItem), or after rejecting one (store.reject_row).
+# (arming.sync_rule); DeleteItem: rows after their sends, a conditional delete each
+# (store.delete_sent), or after rejecting one (store.reject_row).
 CONSUMER_TABLE_ACTIONS = ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 EDITOR_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 # DescribeRule: before relying on the rule (editor) or re-putting a minute that has begun
