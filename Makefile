@@ -20,7 +20,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 test-long: $(STAMP)
-	$(BIN)/python -m pytest -m long
+	PUNCTUAL_HYPOTHESIS=explore $(BIN)/python -m pytest -m long
 
 lint: $(STAMP)
 	$(BIN)/ruff check functions infra punctual tests bench

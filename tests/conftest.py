@@ -4,6 +4,7 @@ import os
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import settings
 
 # Never reach real AWS; moto + current boto3 need the account-id endpoint mode off for streams.
 os.environ.update(
@@ -16,6 +17,13 @@ os.environ.update(
 )
 os.environ.pop("AWS_PROFILE", None)
 os.environ.pop("AWS_ENDPOINT_URL", None)
+
+# Property tests: `make test` (CI) draws a fixed sequence of examples, so a landing never fails on
+# a rare draw that no change caused (it happened: a race oracle's margin, found at random in CI's
+# place); `make test-long` and PUNCTUAL_HYPOTHESIS=explore draw new examples each run.
+settings.register_profile("fixed", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("PUNCTUAL_HYPOTHESIS", "fixed"))
 
 
 @pytest.fixture(autouse=True)
