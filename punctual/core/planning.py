@@ -291,6 +291,13 @@ def cluster_rows_per_consumer(cluster_rows: int, max_rows: int) -> int:
     return max(1, min(max_rows, max(GROUP_MAX_ROWS, share)))
 
 
+def message_consumer_rows(cluster_rows: int, max_rows: int) -> int:
+    """A cluster's message's ``consumer_rows``: its share a consumer when the cluster needs more
+    than one consumer and the share is below the consumer's own budget, else 0 (not said)."""
+    rows = cluster_rows_per_consumer(cluster_rows, max_rows)
+    return rows if rows < min(cluster_rows, max_rows) else 0
+
+
 def cluster_extra_wake_ms(cluster_rows: int, rows_per_consumer: int) -> int:
     """How much earlier than a lone row the messages of a cluster (``cluster_rows`` rows due in
     one second) are made visible, so that Lambda runs the ceil(cluster_rows / rows_per_consumer)

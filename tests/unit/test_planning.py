@@ -227,6 +227,7 @@ def test_a_cluster_is_woken_early_for_the_consumers_lambda_must_add_beyond_its_f
         cluster_extra_wake_ms,
         cluster_rows_per_consumer,
         extra_wake_ms,
+        message_consumer_rows,
         rows_per_second,
     )
 
@@ -242,6 +243,9 @@ def test_a_cluster_is_woken_early_for_the_consumers_lambda_must_add_beyond_its_f
     assert MAX_CLUSTER_CONSUMERS == 60 and cluster_rows_per_consumer(15_000, 1_000) == 250
     assert cluster_rows_per_consumer(50_000, 1_000) == 834 and cluster_rows_per_consumer(90_000, 1_000) == 1_000
     assert cluster_rows_per_consumer(5_000, 100) == 100  # consumer_max_rows bounds it
+    # what a message says: nothing when one consumer takes the cluster or the budget is the consumer's own
+    assert message_consumer_rows(5_000, 1_000) == 250 and message_consumer_rows(250, 1_000) == 0
+    assert message_consumer_rows(90_000, 1_000) == 0 and message_consumer_rows(5_000, 100) == 0
     # a message takes the larger of its group's own extra and its cluster's (consumers at that share)
     assert extra_wake_ms(250, 250, 1_000) == 498 and extra_wake_ms(1, 1, 1_000) == 0
     assert extra_wake_ms(250, 5_000, 1_000) == 15 * 200 + 1_000  # 20 consumers of 250

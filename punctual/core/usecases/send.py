@@ -21,13 +21,7 @@ from punctual.core.config import Settings
 from punctual.core.keys import due_second
 from punctual.core.models import DelayGroup, Task
 from punctual.core.parallel import Skipped, pmap_or_stop
-from punctual.core.planning import (
-    cluster_rows_per_consumer,
-    delay_seconds,
-    extra_wake_ms,
-    group_by_due,
-    rows_per_second,
-)
+from punctual.core.planning import delay_seconds, extra_wake_ms, group_by_due, message_consumer_rows, rows_per_second
 from punctual.core.queues import Outgoing, send_all
 from punctual.core.store import claim, release
 
@@ -118,13 +112,6 @@ def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Cloc
     return report
 
 
-def _consumer_rows(cluster_rows: int, max_rows: int) -> int:
-    """A message's consumer_rows: a cluster's share a consumer when the cluster needs more than
-    one consumer and the share is below the consumer's own budget, else 0 (not said)."""
-    rows = cluster_rows_per_consumer(cluster_rows, max_rows)
-    return rows if rows < min(cluster_rows, max_rows) else 0
-
-
 def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
                           token: str | Mapping[str, str] | None, clusters: Mapping[int, int],
                           report: SendReport) -> bool:
@@ -141,7 +128,7 @@ def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, cloc
         Outgoing(ref=g, body=DelayGroup.body_of(
             claimed[g[0]][0].pk, [(claimed[i][0].sk, claimed[i][0].due_ms, claimed[i][0].attempt) for i in g],
             enqueued_ms=max(claimed[i][1] for i in g), extra_wake_ms=extra[g],
-            consumer_rows=_consumer_rows(cluster[g], s.consumer_max_rows)))
+            consumer_rows=message_consumer_rows(cluster[g], s.consumer_max_rows)))
         for g in groups
     ]
 
