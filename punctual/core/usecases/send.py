@@ -122,7 +122,7 @@ def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, cloc
     if not claimed:
         return not refused
     groups = _groups(claimed, s.group_span_ms)
-    cluster = {g: clusters.get(due_second(claimed[g[0]][0].due_ms), len(g)) for g in groups}
+    cluster = {g: clusters[due_second(claimed[g[0]][0].due_ms)] for g in groups}  # every row is counted
     extra = {g: extra_wake_ms(len(g), cluster[g], s.consumer_max_rows) for g in groups}
     out = [
         Outgoing(ref=g, body=DelayGroup.body_of(
