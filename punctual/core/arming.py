@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
 
 _KEY = {"pk": {"S": META_PK}, "sk": {"S": META_ARM_SK}}
+_TAKEN_FROM = "lease_taken_from"
 
 
 class PollInProgress(RuntimeError):
@@ -47,6 +48,9 @@ class ArmState:
     version: int  # 0: the meta row does not exist yet
     polling_ms: int | None = None  # a poll started then and has not finished its arming yet
     polling_token: str | None = None  # that poll's token (see arm_no_later_than)
+    # The token of the lease the last poll took over (arm_no_later_than with a lease token): of a poll
+    # that died or failed holding it, or of an earlier attempt of the same poll; None if it was free.
+    lease_taken_from: str | None = None
 
 
 def _state(item: dict[str, Any] | None) -> ArmState:
@@ -59,6 +63,7 @@ def _state(item: dict[str, Any] | None) -> ArmState:
         int(item.get("version", {}).get("N", "0")),
         int(polling) if polling is not None else None,
         item.get("polling_token", {}).get("S"),
+        item.get(_TAKEN_FROM, {}).get("S") or None,
     )
 
 
@@ -129,7 +134,8 @@ def arm_no_later_than(
     writes also require that no other poll started after the cut (``polling_ms`` absent or older),
     and :class:`PollInProgress` is raised when one did. A lease taken with ``lease_token`` can be
     taken again, live or not, with the same token: by Lambda's retry of that poll, which only
-    comes after the poll failed.
+    comes after the poll failed. The token the write replaces is kept as ``lease_taken_from``: the
+    rows the poll that held it claimed are finished by the new holder (planning.row_state).
     """
     names = {"#v": "version", "#a": "armed_ms", "#u": "updated_ms"}
     now = {"N": str(clock.now_ms())}
@@ -145,9 +151,9 @@ def arm_no_later_than(
         values[":poll"] = {"N": str(polling_since_ms)}
         mark = ", #p = :poll"
         if lease_token is not None:
-            names["#t"] = "polling_token"
-            values[":tok"] = {"S": lease_token}
-            mark += ", #t = :tok"
+            names |= {"#t": "polling_token", "#f": _TAKEN_FROM}
+            values |= {":tok": {"S": lease_token}, ":free": {"S": ""}}
+            mark += ", #t = :tok, #f = if_not_exists(#t, :free)"
         if lease_cut_ms is not None:
             values[":lease"] = {"N": str(lease_cut_ms)}
             mine = " OR #t = :tok" if lease_token is not None else ""
@@ -171,9 +177,9 @@ def arm_no_later_than(
 
 def release_lease(ddb: DynamoDBClient, s: Settings, clock: Clock, polling_since_ms: int) -> bool:
     """Give up the lease a poll that started at ``polling_since_ms`` took, so that the next poll
-    need not wait for it to lapse (a poll that failed); False if it was not ours any more."""
-    names = {"#p": "polling_ms", "#t": "polling_token"}
-    return _update_meta(ddb, s, clock, "REMOVE #p, #t", "#p = :mine", names,
+    need not wait for it to lapse (a poll that failed); False if it was not ours any more. Its token
+    stays: the next poll takes over what it claimed and did not send (``lease_taken_from``)."""
+    return _update_meta(ddb, s, clock, "REMOVE #p", "#p = :mine", {"#p": "polling_ms"},
                         {":mine": {"N": str(polling_since_ms)}}) is not None
 
 

@@ -5,7 +5,7 @@ Pure functions of (now, rows, settings). Times are epoch ms.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -51,10 +51,12 @@ MAX_MARK_SKEW_MS = 60_000
 
 
 def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int,
-              own_token: str | None = None) -> RowState:
-    """``own_token``: the poll's token; a row claimed with it was claimed by an earlier attempt of
-    this very poll, which died (Lambda retries an invocation only after it failed) and may not
-    have sent it: an orphan at once, not after the grace.
+              died: Collection[str] = ()) -> RowState:
+    """``died``: tokens of work that died holding claims: an earlier attempt of this very poll
+    (Lambda retries an invocation only after it failed), a poll whose lease this one took over
+    (arming.ArmState.lease_taken_from). A row claimed with one may not have been sent: an orphan at
+    once, not after the grace, and never exhausted: its claim is taken over with its count
+    (store.claim), so the crash used no attempt.
 
     A row whose due second is fenced (a delivery of that second began, store.fence_second) gets no
     longer grace: the fence does not say which rows were delivered, and a row whose pointer was lost
@@ -65,7 +67,9 @@ def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int,
         # A released row (its send failed for good) is new again, but only until it has
         # used up its attempts: otherwise a permanent send failure would loop forever.
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.NEW
-    if task.enqueued_ms > now_ms + MAX_MARK_SKEW_MS or (own_token is not None and task.claim_token == own_token):
+    if task.claim_token is not None and task.claim_token in died:
+        return RowState.ORPHAN
+    if task.enqueued_ms > now_ms + MAX_MARK_SKEW_MS:
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.ORPHAN
     if now_ms <= orphan_check_of(task, orphan_grace_ms):
         return RowState.IN_FLIGHT
@@ -102,12 +106,12 @@ def plan_window(
     orphan_grace_ms: int,
     max_attempts: int,
     wake_early_ms: int = 0,
-    own_token: str | None = None,
+    died: Collection[str] = (),
 ) -> WindowPlan:
     """Plan a poll at ``now_ms`` over rows read up to ``now_ms + window_ms``.
 
     New rows and orphans due within the window are sent (past-due rows count);
-    rows beyond the window are ignored (the next poll takes them). ``own_token``: see row_state.
+    rows beyond the window are ignored (the next poll takes them). ``died``: see row_state.
     """
     if not 0 < window_ms <= MAX_DELAY_SECONDS * 1000:
         raise ValueError(f"window must be 1..{MAX_DELAY_SECONDS * 1000} ms, got {window_ms}")
@@ -117,11 +121,11 @@ def plan_window(
     for task in tasks:
         if task.due_ms > end:
             continue
-        state = row_state(task, now_ms, orphan_grace_ms, max_attempts, own_token)
+        state = row_state(task, now_ms, orphan_grace_ms, max_attempts, died)
         if state in (RowState.NEW, RowState.ORPHAN):
-            # a row our own earlier attempt claimed is resent now, not deferred behind a backlog
-            # (its message was most likely never sent: that attempt died)
-            reclaimed = own_token is not None and task.claim_token == own_token
+            # a row claimed by work that died is resent now, not deferred behind a backlog (its
+            # message was most likely never sent)
+            reclaimed = task.claim_token is not None and task.claim_token in died
             plan.sends.append(Send(task, delay_seconds(task.due_ms, now_ms, wake_early_ms),
                                    resend=state is RowState.ORPHAN and not reclaimed))
             checks.append(max(task.due_ms, now_ms) + orphan_grace_ms)

@@ -7,7 +7,7 @@ Takes a client; never imports boto3. Every call retries throttling with the one 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -105,7 +105,7 @@ def conditional_update(ddb: DynamoDBClient, clock: Clock, **request: Any) -> dic
 
 
 def claim(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now_ms: int,
-          token: str | None = None) -> int | None:
+          token: str | None = None, take_over: Collection[str] = ()) -> int | None:
     """Mark ``task`` as sent at ``now_ms`` (by ``token``) before sending it: the row's attempt
     number for this send (its pointer carries it: the consumer's fence checks it), or None if
     someone else did.
@@ -113,23 +113,41 @@ def claim(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now_ms: in
     Conditional on the row still existing (a cancelled row is never resurrected)
     and on its send mark being what we read (so the editor and concurrent polls
     never both send the same row). A claim without a token removes an older one.
+
+    A row still claimed with ``token`` was claimed by an earlier attempt of this very work, which
+    died (Lambda retries a poll or a stream batch only after it failed), most likely before its
+    send; so was a row claimed with a token of ``take_over`` (a poll whose lease this one took
+    over): the claim then takes over that attempt's count instead of adding one (attempts count
+    sends that reached the delay queue, docs/architecture.md "Attempts count sends that reached the
+    queue"; a crash after each claim, retried, used a row's attempts up). The earlier send, if it
+    was made, is then stale: its pointer is older than the row's new mark (``RowSend.holds``).
     """
-    values: dict[str, Any] = {":now": {"N": str(now_ms)}, ":one": {"N": "1"}, ":zero": {"N": "0"}}
+    def write(cond: str, counted: bool, **values: Any) -> int | None:
+        return _claim_write(ddb, s, clock, task, now_ms, token, cond, counted, values)
+
+    if task.enqueued_ms is None:  # unsent as read
+        got = write("attribute_exists(sk) AND attribute_not_exists(#e)", True)
+        if got is None and token is not None:  # or claimed since by an earlier attempt of the same work
+            got = write("attribute_exists(sk) AND #c = :tok", False)
+        return got
+    prev = {":prev": {"N": str(task.enqueued_ms)}}
+    died = task.claim_token is not None and (task.claim_token == token or task.claim_token in take_over)
+    return write("attribute_exists(sk) AND #e = :prev", not died, **prev)
+
+
+def _claim_write(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now_ms: int, token: str | None,
+                 cond: str, counted: bool, extra: dict[str, Any]) -> int | None:
+    """One conditional claim write (see :func:`claim`): the row's attempt after it, None if the
+    condition failed. ``counted``: the attempt grows by one (else it stays: a crashed attempt's)."""
+    values: dict[str, Any] = {":now": {"N": str(now_ms)}, ":one": {"N": "1" if counted else "0"},
+                              ":zero": {"N": "0"}, **extra}
     names = {"#e": ATTR_ENQUEUED_MS, "#a": ATTR_ATTEMPT, "#c": ATTR_CLAIM}
     update = "SET #e = :now, #a = if_not_exists(#a, :zero) + :one"
     if token is not None:
         update += ", #c = :tok"
         values[":tok"] = {"S": token}
-    if token is None:
-        update += " REMOVE #c"
-    if task.enqueued_ms is None:
-        # unsent as read; or claimed meanwhile by an earlier attempt of the same work (token): a
-        # retry that must finish what a crashed attempt may not have sent
-        mine = " OR #c = :tok" if token is not None else ""
-        cond = f"attribute_exists(sk) AND (attribute_not_exists(#e){mine})"
     else:
-        cond = "attribute_exists(sk) AND #e = :prev"
-        values[":prev"] = {"N": str(task.enqueued_ms)}
+        update += " REMOVE #c"
     applied = conditional_update(
         ddb,
         clock,
@@ -139,7 +157,8 @@ def claim(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now_ms: in
         ConditionExpression=cond,
         ExpressionAttributeNames=names,
         ExpressionAttributeValues=values,
-        ReturnValues="UPDATED_NEW",
+        # a count taken over may leave the attempt as it was: UPDATED_NEW need not return it
+        ReturnValues="UPDATED_NEW" if counted else "ALL_NEW",
     )
     if applied is None:
         return None

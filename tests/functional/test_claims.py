@@ -4,7 +4,7 @@ claims it first with a conditional write on what it read; of two senders that re
 
 from __future__ import annotations
 
-from punctual.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, task_from_item
+from punctual.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, RowSend, send_mark, task_from_item
 from punctual.core.store import claim
 from punctual.core.usecases import send
 from tests.faults import Faults
@@ -49,6 +49,43 @@ def test_a_cancelled_row_is_never_claimed_back(stack, frozen):
     stack.ddb.delete_item(TableName=stack.settings.table_name, Key={"pk": {"S": "scheduler"}, "sk": {"S": key}})
     assert claim(stack.ddb, stack.settings, stack.deps.clock, read, T0_MS) is None
     assert stack.rows() == []
+
+
+def test_a_retry_of_the_work_that_claimed_a_row_takes_over_its_count(stack, frozen):
+    """The same work (token) claiming again a row it claimed: an earlier attempt died, most likely
+    before sending (docs/architecture.md, "Attempts count sends that reached the queue"). The claim
+    keeps the attempt: a crash after the claim, retried, uses none; the pointer the dead attempt may
+    have sent no longer holds the row. Mutant: counting it (the faults scenario rejected 2 valid
+    rows as undeliverable after a lost message and crash chains)."""
+    key = sk(T0_MS + 5_000, "r")
+    stack.put_raw(key, {"x": "1"})
+    s, clock = stack.settings, stack.deps.clock
+    unsent = _read(stack, key)
+    assert claim(stack.ddb, s, clock, unsent, T0_MS, "work-1") == 1
+    # a poll's retry reads the row claimed by its first attempt
+    assert claim(stack.ddb, s, clock, _read(stack, key), T0_MS + 60_000, "work-1") == 1
+    # the editor's retry reads the record's image: the row unsent (the second write takes over)
+    assert claim(stack.ddb, s, clock, unsent, T0_MS + 61_000, "work-1") == 1
+    row = _read(stack, key)
+    assert (row.attempt, row.enqueued_ms, row.claim_token) == (1, T0_MS + 61_000, "work-1")
+    (item,) = stack.rows()
+    assert not RowSend(row.pk, key, 1, T0_MS).holds(send_mark(item))  # the dead attempt's pointer
+    assert RowSend(row.pk, key, 1, T0_MS + 61_000).holds(send_mark(item))
+    # other work ("poll-2") finding it an orphan later counts a send
+    assert claim(stack.ddb, s, clock, _read(stack, key), T0_MS + 400_000, "poll-2") == 2
+
+
+def test_a_poll_taking_over_a_dead_polls_lease_takes_over_its_claims_counts(stack, frozen):
+    """``take_over``: the token of the lease a poll took (arming.ArmState.lease_taken_from). Rows the
+    dead poll claimed keep their attempt; a row claimed by live work is not taken (its mark moved)."""
+    key = sk(T0_MS + 5_000, "d")
+    stack.put_raw(key, {"x": "1"})
+    s, clock = stack.settings, stack.deps.clock
+    assert claim(stack.ddb, s, clock, _read(stack, key), T0_MS, "dead-poll") == 1
+    stale = _read(stack, key)
+    assert claim(stack.ddb, s, clock, stale, T0_MS + 1, "poll-2", take_over={"dead-poll"}) == 1
+    assert claim(stack.ddb, s, clock, stale, T0_MS + 2, "poll-3", take_over={"dead-poll"}) is None
+    assert _read(stack, key).claim_token == "poll-2"
 
 
 def _due_rows(stack, n: int) -> list:

@@ -12,7 +12,7 @@ from punctual.client import PunctualClient
 from punctual.core.arming import RuleSeen, arm_no_later_than, compare_and_set, read_arm
 from punctual.core.config import META_PK
 from punctual.core.cron import minute_not_after, minute_not_before, one_shot_cron
-from punctual.core.models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS
+from punctual.core.models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS, RowSend, send_mark
 from punctual.core.usecases.poll import poll
 from punctual.core.usecases.process_stream import process_stream
 from tests.faults import Faults, InjectedCrash
@@ -353,25 +353,30 @@ def test_crash_after_claim_before_send_is_resent_by_the_batch_retry(stack, reade
     assert process_stream(event, stack.deps) == {"batchItemFailures": []}
     (body,) = delay_bodies(stack, 10)
     assert body["sk"] == sk(due, "a")
-    assert stack.rows()[0][ATTR_ATTEMPT] == {"N": "2"}  # the row counts both claims
+    # the retry takes over the dead attempt's count: a crash after each claim uses no attempt
+    assert stack.rows()[0][ATTR_ATTEMPT] == {"N": "1"} and body["attempt"] == 1
     armed = read_arm(stack.ddb, s, stack.deps.clock).armed_ms
     assert armed == minute_not_before(due + s.orphan_grace_ms, T0_MS)  # and a poll still follows
 
 
 def test_crash_after_send_before_return_resends_the_same_row_once_more(stack, reader):
-    """The retry cannot know the crashed attempt had sent: it sends again. Two pointers to one
-    row: the consumer delivers one event (the second finds the row deleted), or two with one
-    event_id if both are handled at once (invariant 5: duplicates only after a crash)."""
+    """The retry cannot know the crashed attempt had sent: it sends again, taking over the attempt's
+    count. Two pointers to one row, and only the retry's holds it (the row's mark is newer than the
+    first's): the consumer delivers one event, the first pointer is dropped."""
     stack.put_raw(sk(T0_MS + 5000, "a"), {"x": "1"})
     event = reader.event()
     faults = Faults(stack.sqs).crash_after("SendMessageBatch", 1)
     with pytest.raises(InjectedCrash):
         process_stream(event, stack.deps)
     faults.clear()
+    stack.deps.clock.frozen.tick(1)  # the stream's retry comes after the crash
     assert process_stream(event, stack.deps) == {"batchItemFailures": []}
     bodies = delay_bodies(stack, 10)
     assert [b["sk"] for b in bodies] == [sk(T0_MS + 5000, "a")] * 2
-    assert stack.rows()[0][ATTR_ATTEMPT] == {"N": "2"}
+    row = stack.rows()[0]
+    assert row[ATTR_ATTEMPT] == {"N": "1"}
+    held = [RowSend(b["pk"], b["sk"], b["attempt"], b["enqueued_ms"]).holds(send_mark(row)) for b in bodies]
+    assert sorted(held) == [False, True] and max(bodies, key=lambda b: b["enqueued_ms"]) == bodies[held.index(True)]
     # a different batch (another record of another write) holds another token: no resend
     stack.put_raw(sk(T0_MS + 6000, "b"), {"x": "2"})
     assert process_stream(reader.event(), stack.deps) == {"batchItemFailures": []}

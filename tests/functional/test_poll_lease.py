@@ -137,13 +137,16 @@ def test_a_poll_that_fails_gives_its_lease_back_and_asks_for_the_next_poll(stack
         raise AssertionError("the poll did not fail")
     faults.clear()
     state = read_arm(stack.ddb, stack.settings, stack.deps.clock)
-    assert state.polling_ms is None and state.polling_token is None
+    # the lease is free; its token stays for the next poll to take over what "first" claimed
+    assert state.polling_ms is None and state.polling_token == "first"
     (body,) = [json.loads(m["Body"]) for m in stack.drain(stack.settings.delay_queue_url)]
     # as soon as possible: the time it failed (after its retries' backoff)
     assert T0_MS < PollRequest.model_validate(body).poll_by_ms <= stack.deps.clock.now_ms()
     assert body["reason"].startswith("a poll failed")
     report = poll(stack.deps, token="second")
     assert not report.busy and report.read == 1
+    taken = read_arm(stack.ddb, stack.settings, stack.deps.clock)
+    assert taken.lease_taken_from == "first" and taken.polling_token is None  # "second" finished
 
 
 def test_with_the_table_failing_the_rule_alone_is_never_moved_later(stack, frozen):

@@ -103,7 +103,7 @@ class _Client:
         try:
             result = getattr(aws, "op_" + op)(**kw)
         except ClientError:
-            self.meta.events.emit(f"after-call.{self._service}", model=model)
+            self.meta.events.emit(f"after-call.{self._service}", model=model, context=context)
             raise
-        self.meta.events.emit(f"after-call.{self._service}", model=model)
+        self.meta.events.emit(f"after-call.{self._service}", model=model, context=context)
         return result

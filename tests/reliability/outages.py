@@ -27,7 +27,7 @@ from punctual.bench.outages import SERVICES, service_outage
 from punctual.core import observability as obs
 from punctual.core.config import Settings
 from punctual.core.keys import encode_sk
-from tests.faults import Faults
+from tests.faults import Faults, InjectedCrash
 from tests.reliability.crashes import START, environment, put_row
 from tests.virtual_aws import FUNCTIONS, Outcome, VirtualAws
 
@@ -53,6 +53,10 @@ ROWS = {
 DURING = {"during-soon": 10_000, "during-10m": 10 * MINUTE, "during-40m": 40 * MINUTE}
 
 THROTTLED = {f"{fn} throttled": fn for fn in ("poller", "consumer", "editor")}
+# A function that dies right after each claim it writes (store.claim), from the start to the end: a
+# poll or a stream batch that times out mid-work, again and again (a slow dependency). Lambda's
+# retries and the next polls meet it too.
+CRASHING = {f"{fn} dies after its claims": fn for fn in ("poller", "editor")}
 # which error kinds make a difference for a service (a 200 with failed entries only exists for
 # the batch APIs: the queues' SendMessageBatch, the table's BatchWriteItem)
 KINDS = {name: ("5xx", "throttle") for name in SERVICES} | {
@@ -153,13 +157,16 @@ def run_outage(service: str, length_min: int, kind: str = "5xx", backend: str = 
                 expected[sk], ready[sk] = world.now + after, world.now + after
         world.run_until(end + horizon_ms, stop=lambda: world.now > end and world.idle())
         valid_rejected = [r for r in world.log.rejected if r.get("sk") in expected]
-        return OutageCase(service, "-" if service in THROTTLED else kind, length_min, world.outcome(expected, ready=ready), valid_rejected, end,
+        return OutageCase(service, "-" if service in THROTTLED or service in CRASHING else kind, length_min, world.outcome(expected, ready=ready), valid_rejected, end,
                           s.lead_ms, len(world.log.dead_letters), list(world.log.errors))
 
 
 def _start_outage(world: VirtualAws, service: str, kind: str, start: int, end: int) -> None:
     if service in THROTTLED:
         world.throttle(THROTTLED[service], start, end)
+        return
+    if service in CRASHING:
+        _crash_after_claims(world, CRASHING[service], start, end)
         return
     outage = service_outage(service, start, end, {"delay": world.s.delay_queue_url,
                                                   "delivery": world.s.delivery_queue_url}, kind)
@@ -168,6 +175,21 @@ def _start_outage(world: VirtualAws, service: str, kind: str, start: int, end: i
         Faults(deps.ddb, deps.sqs, deps.events).outage(outage, world.deps.clock.now_ms)
     if outage.queue_url == world.s.delay_queue_url:
         world.queue_outages.append((start, end))
+
+
+def _crash_after_claims(world: VirtualAws, fn: str, start: int, end: int) -> None:
+    """``fn`` dies right after each claim (a row's send mark written, store.claim) from ``start`` to ``end``."""
+    deps = world.isolate(fn)
+    clock = world.deps.clock
+
+    def after(model: Any, context: Any = None, **_: Any) -> None:
+        params = (context or {}).get("punctual_params") or {}
+        is_claim = model.name == "UpdateItem" and str(params.get("UpdateExpression", "")).startswith("SET #e = :now")
+        if is_claim and start <= clock.now_ms() < end:
+            raise InjectedCrash(f"{fn} dies after a claim")
+
+    Faults(deps.ddb)  # keeps each call's parameters in its context (punctual_params)
+    deps.ddb.meta.events.register("after-call.dynamodb", after)
 
 
 def outage_table(cases: list[OutageCase]) -> str:
@@ -186,7 +208,7 @@ def outage_table(cases: list[OutageCase]) -> str:
 def all_cases(backend: str = "fake", every_kind: bool = False,
               lengths: tuple[int, ...] = LENGTHS_MIN) -> list[OutageCase]:
     cases = []
-    for service in list(SERVICES) + list(THROTTLED):
+    for service in list(SERVICES) + list(THROTTLED) + list(CRASHING):
         kinds = KINDS.get(service, ("-",)) if every_kind else KINDS.get(service, ("-",))[:1]
         for kind in kinds:
             for minutes in lengths:

@@ -14,7 +14,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.reliability.outages import KINDS, LENGTHS_MIN, SERVICES, THROTTLED, outage_table, problems, run_outage
+from tests.reliability.outages import (
+    CRASHING,
+    KINDS,
+    LENGTHS_MIN,
+    SERVICES,
+    THROTTLED,
+    outage_table,
+    problems,
+    run_outage,
+)
 
 CASES = [
     pytest.param(phase, service, kind, minutes, id=f"{service}-{kind}-{minutes}min-{phase}".replace(" ", "_"))
@@ -25,12 +34,38 @@ CASES = [
 ]
 
 
+# The editor dying after each of its claims for a minute or five: the stream retries its batch twice
+# and gives it up; the poll its failure notice brings finds the rows the batch claimed in flight
+# and resends them only after their orphan check (the window's latest: up to 15 + 5 min). Not lost,
+# none rejected, but 895-1150 s late after the recovery (a row due 10 min into it, 580 s late).
+_EDITOR_GAP = pytest.mark.xfail(strict=True, reason="rows claimed by a given-up stream batch wait for their orphan "
+                                "check: up to 1150 s after the recovery (not lost, none rejected)")
+CASES += [
+    pytest.param(phase, service, "5xx", minutes, id=f"{service}-{minutes}min-{phase}".replace(" ", "_"),
+                 marks=[_EDITOR_GAP] if CRASHING[service] == "editor" and minutes <= 5 else [])
+    for phase in ("at a poll", "between polls")
+    for service in CRASHING
+    for minutes in LENGTHS_MIN
+]
+
+
 @pytest.mark.parametrize(("phase", "service", "kind", "minutes"), CASES)
 def test_every_pending_task_is_delivered_soon_after_the_outage(phase, service, kind, minutes):
     case = run_outage(service, minutes, kind, phase=phase)
     print("\n" + outage_table([case]))
     assert len(case.outcome.expected) >= 10, "scenario broken"
     assert problems(case) == [], (problems(case), case.errors[:3])
+
+
+@pytest.mark.parametrize("minutes", LENGTHS_MIN)
+def test_an_editor_dying_after_its_claims_loses_and_rejects_nothing(minutes):
+    """The part of the promise the editor's crashes keep (the lateness gap is the xfail above):
+    every task delivered once, none early, no valid row rejected. Mutant: a retry of a stream
+    batch counting a send again (store.claim) rejected both rows written during the crashes."""
+    for phase in ("at a poll", "between polls"):
+        case = run_outage("editor dies after its claims", minutes, phase=phase)
+        assert case.outcome.violations() == [] and case.rejected_valid == 0, (phase, case.outcome.violations())
+        assert case.max_duplicates() <= 1
 
 
 def test_an_outage_during_a_poll_is_noticed_and_survived():

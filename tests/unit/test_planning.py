@@ -253,15 +253,22 @@ def test_a_cluster_is_woken_early_for_the_consumers_lambda_must_add_beyond_its_f
     assert rows_per_second([1_000, 1_999, 2_000, 5_500, 5_501]) == {1_000: 2, 2_000: 1, 5_000: 2}
 
 
-def test_a_row_claimed_with_the_polls_own_token_is_resent_at_once_and_not_deferred():
+def test_a_row_claimed_by_a_poll_that_died_is_resent_at_once_and_not_deferred_nor_exhausted():
+    """``died``: this poll's own token (an earlier attempt of it died) and the token of the lease it
+    took over. Mutant: exhausting such a row at max_attempts rejected a valid row whose last count
+    came from a claim whose poll died before sending (the bench's faults scenario lost 2 tasks)."""
     mine = Task(pk="scheduler", sk=encode_sk(T0 + 60_000, "a"), id="a", due_ms=T0 + 60_000, payload={},
                 enqueued_ms=T0 - 1_000, attempt=1, claim_token="evt-1")
     assert row_state(mine, T0, 300_000, 5) is RowState.IN_FLIGHT  # someone else's view
-    assert row_state(mine, T0, 300_000, 5, own_token="evt-2") is RowState.IN_FLIGHT
-    assert row_state(mine, T0, 300_000, 5, own_token="evt-1") is RowState.ORPHAN
-    plan = plan_window(T0, [mine], 900_000, 300_000, 5, own_token="evt-1")
+    assert row_state(mine, T0, 300_000, 5, died={"evt-2"}) is RowState.IN_FLIGHT
+    assert row_state(mine, T0, 300_000, 5, died={"evt-2", "evt-1"}) is RowState.ORPHAN
+    plan = plan_window(T0, [mine], 900_000, 300_000, 5, died={"evt-1"})
     assert [(s.task.sk, s.resend) for s in plan.sends] == [(mine.sk, False)]  # not an orphan to defer
-    assert row_state(mine.model_copy(update={"attempt": 5}), T0, 300_000, 5, own_token="evt-1") is RowState.EXHAUSTED
+    used_up = mine.model_copy(update={"attempt": 5})
+    assert row_state(used_up, T0, 300_000, 5, died={"evt-1"}) is RowState.ORPHAN  # its count is taken over
+    assert row_state(used_up, T0 + 400_000, 300_000, 5, died={"evt-2"}) is RowState.EXHAUSTED
+    released = used_up.model_copy(update={"enqueued_ms": None})  # a send refused 5 times for its content
+    assert row_state(released, T0, 300_000, 5, died={"evt-1"}) is RowState.EXHAUSTED
 
 
 # -- what a poll arms at its end (planning.after_send / minute_after_poll) ----------------------

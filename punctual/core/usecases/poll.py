@@ -197,22 +197,32 @@ def _take_lease(deps: Deps, token: str | None, started: int) -> ArmState:
     return sync_rule(deps.ddb, deps.events, s, clock, state)
 
 
-def _send_window(deps: Deps, token: str | None, report: PollReport) -> FollowUp:
+def _died(token: str | None, lease: ArmState) -> frozenset[str]:
+    """Tokens of polls that died holding claims this poll finishes (planning.row_state): an earlier
+    attempt of this one (its own token), the poll whose lease it took over (failed, or dead)."""
+    if token is None:  # a poll without a token takes no lease over (a direct invoke)
+        return frozenset()
+    return frozenset(t for t in (token, lease.lease_taken_from) if t)
+
+
+def _send_window(deps: Deps, token: str | None, died: frozenset[str], report: PollReport) -> FollowUp:
     """Read the window (past-due rows count), reject what must be, claim and send new rows and
-    orphans; what the next poll must cover."""
+    orphans (a row claimed by a poll that ``died``: at once, with that claim's count); what the next
+    poll must cover."""
     s, clock, started = deps.settings, deps.clock, report.started_ms
     rows = dict(
         ((task.pk, task.sk), (item, task))
         for item, task in _valid_tasks(deps, _window(deps, report.window_end_ms), report, "poller")
     )
     plan = plan_window(started, [task for _, task in rows.values()], s.window_ms, s.orphan_grace_ms,
-                       s.max_attempts, s.wake_early_ms, own_token=token)
+                       s.max_attempts, s.wake_early_ms, died)
     plan = _unless_backlogged(deps, plan, started, report)
     report.in_flight = plan.in_flight
     for task in plan.exhausted:
         reject_row(deps.ddb, deps.sqs, s, clock, rows[task.pk, task.sk][0], undeliverable(task), "poller")
         report.rejected += 1
-    sent = claim_and_send(deps.ddb, deps.sqs, s, clock, [send.task for send in plan.sends], token=token)
+    sent = claim_and_send(deps.ddb, deps.sqs, s, clock, [send.task for send in plan.sends], token=token,
+                          take_over=died)
     report.sent, report.skipped, report.failed = len(sent.sent), len(sent.skipped), len(sent.failed)
     return after_send(plan, [t.due_ms for t in sent.skipped], [t.due_ms for t in sent.failed], clock.now_ms(),
                       s.orphan_grace_ms)
@@ -252,7 +262,7 @@ def _poll(deps: Deps, token: str | None, started: int) -> PollReport:
         state = _take_lease(deps, token, started)  # 1. safety net and lease
     except PollInProgress as running:
         return _defer_to_running_poll(deps, report, running)
-    follow = _send_window(deps, token, report)  # 2-3. the window
+    follow = _send_window(deps, token, _died(token, state), report)  # 2-3. the window
     written = _arm_next(deps, report, state, follow)  # 4. the next poll
     sync_rule(deps.ddb, deps.events, deps.settings, deps.clock, written)  # 5. converges with editors
     obs.log("INFO", "poll done", **report.summary(), window_end_ms=report.window_end_ms)

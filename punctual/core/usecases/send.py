@@ -11,7 +11,7 @@ orphan check resends later: late, never lost, never early.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -40,7 +40,8 @@ class SendReport:
 
 
 def _claim_all(ddb: DynamoDBClient, s: Settings, clock: Clock, tasks: Sequence[Task],
-               token: str | Mapping[str, str] | None, report: SendReport) -> tuple[list[tuple[Task, int]], bool]:
+               token: str | Mapping[str, str] | None, take_over: Collection[str],
+               report: SendReport) -> tuple[list[tuple[Task, int]], bool]:
     """Claim each task, ``s.send_workers`` at a time: (the task as claimed: its attempt the row's
     after the claim, claim time) for the claimed, and whether the table refused a claim; the rest go
     to ``report``: skipped (someone else holds it, or it is gone) or failed (the table refused the
@@ -48,7 +49,7 @@ def _claim_all(ddb: DynamoDBClient, s: Settings, clock: Clock, tasks: Sequence[T
     def one(task: Task) -> tuple[Task, int] | None:
         now = clock.now_ms()
         mine = token.get(task.sk) if isinstance(token, Mapping) else token
-        attempt = claim(ddb, s, clock, task, now, mine)
+        attempt = claim(ddb, s, clock, task, now, mine, take_over)
         return None if attempt is None else (task.model_copy(update={"attempt": attempt, "enqueued_ms": now}), now)
 
     claimed: list[tuple[Task, int]] = []
@@ -94,31 +95,32 @@ SEND_CHUNK_ROWS = 1000
 
 
 def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
-                   token: str | Mapping[str, str] | None = None) -> SendReport:
+                   token: str | Mapping[str, str] | None = None, take_over: Collection[str] = ()) -> SendReport:
     """Claim ``tasks`` (sorted by due) and send them in groups, ``s.send_workers`` calls at a time,
     ``SEND_CHUNK_ROWS`` at a time in due order; once the table refuses a claim, the rest are not
     tried (failed: the caller makes sure a poll comes for them).
 
     ``token`` (one for all, or by sk) names the work the claims belong to: a retry of that work
     (the same token) may claim and resend rows an earlier, crashed attempt claimed
-    (docs/architecture.md, "A retry finishes what a crashed attempt claimed")."""
+    (docs/architecture.md, "A retry finishes what a crashed attempt claimed"); so may work holding a
+    token of ``take_over`` (a poll that took over the lease of one that died)."""
     report = SendReport()
     clusters = rows_per_second(t.due_ms for t in tasks)
     for start in range(0, len(tasks), SEND_CHUNK_ROWS):
         chunk = tasks[start : start + SEND_CHUNK_ROWS]
-        if not _claim_and_send_chunk(ddb, sqs, s, clock, chunk, token, clusters, report):
+        if not _claim_and_send_chunk(ddb, sqs, s, clock, chunk, (token, take_over), clusters, report):
             report.failed += tasks[start + SEND_CHUNK_ROWS :]  # the table refused: not tried
             break
     return report
 
 
 def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
-                          token: str | Mapping[str, str] | None, clusters: Mapping[int, int],
+                          tokens: tuple[str | Mapping[str, str] | None, Collection[str]], clusters: Mapping[int, int],
                           report: SendReport) -> bool:
     """Claim and send ``tasks``; False when the table refused a claim (the rest of them not tried).
     ``clusters``: how many rows of the whole send are due in each second (planning.rows_per_second):
     a message of a big cluster is made visible early enough for Lambda to scale its consumers."""
-    claimed, refused = _claim_all(ddb, s, clock, tasks, token, report)
+    claimed, refused = _claim_all(ddb, s, clock, tasks, *tokens, report)
     if not claimed:
         return not refused
     groups = _groups(claimed, s.group_span_ms)
