@@ -216,8 +216,22 @@ class _Update(_Expr):
                     if "N" in value:
                         base = _num(old[path]) if path in old else Decimal(0)
                         new[path] = {"N": _fmt(base + _num(value))}
+                    elif "SS" in value:
+                        new[path] = {"SS": sorted(set(old.get(path, {}).get("SS", ())) | set(value["SS"]))}
                     else:
-                        raise NotImplementedError("ADD to sets")
+                        raise NotImplementedError("ADD to number or binary sets")
+                    if self.peek() != ",":
+                        break
+                    self.take()
+            elif clause == "DELETE":  # elements from a string set; an empty set is no attribute
+                while True:
+                    path = self.name(self.take())
+                    value = _resolve(old, self.operand())
+                    left = sorted(set(old.get(path, {}).get("SS", ())) - set(value.get("SS", ())))
+                    if left:
+                        new[path] = {"SS": left}
+                    else:
+                        new.pop(path, None)
                     if self.peek() != ",":
                         break
                     self.take()

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 _KEY = {"pk": {"S": META_PK}, "sk": {"S": META_ARM_SK}}
 _TAKEN_FROM = "lease_taken_from"
+_GIVEN_UP = "given_up_batches"
 
 
 class PollInProgress(RuntimeError):
@@ -51,6 +52,8 @@ class ArmState:
     # The token of the lease the last poll took over (arm_no_later_than with a lease token): of a poll
     # that died or failed holding it, or of an earlier attempt of the same poll; None if it was free.
     lease_taken_from: str | None = None
+    # Stream batches Lambda gave up on whose claims a poll still has to take over (planning.given_up_batch)
+    given_up: frozenset[str] = frozenset()
 
 
 def _state(item: dict[str, Any] | None) -> ArmState:
@@ -64,6 +67,7 @@ def _state(item: dict[str, Any] | None) -> ArmState:
         int(polling) if polling is not None else None,
         item.get("polling_token", {}).get("S"),
         item.get(_TAKEN_FROM, {}).get("S") or None,
+        frozenset(item.get(_GIVEN_UP, {}).get("SS", ())),
     )
 
 
@@ -84,11 +88,13 @@ def _update_meta(ddb: DynamoDBClient, s: Settings, clock: Clock, update: str, co
 
 
 def compare_and_set(
-    ddb: DynamoDBClient, s: Settings, clock: Clock, expected_version: int, armed_ms: int | None
+    ddb: DynamoDBClient, s: Settings, clock: Clock, expected_version: int, armed_ms: int | None,
+    handled: frozenset[str] = frozenset(),
 ) -> ArmState | None:
     """Set the arm if nobody wrote since ``expected_version``; None if someone did.
 
-    Only the poller calls this, at the end of a poll: it also clears ``polling_ms``.
+    Only the poller calls this, at the end of a poll: it also clears ``polling_ms``, and forgets the
+    given-up stream batches it ``handled`` (took their claims over).
     """
     names = {"#v": "version", "#a": "armed_ms", "#u": "updated_ms", "#p": "polling_ms", "#t": "polling_token"}
     values: dict[str, Any] = {":next": {"N": str(expected_version + 1)}, ":now": {"N": str(clock.now_ms())}}
@@ -102,6 +108,10 @@ def compare_and_set(
     else:
         update = "SET #v = :next, #u = :now, #a = :armed REMOVE #p, #t"
         values[":armed"] = {"N": str(armed_ms)}
+    if handled:
+        update += " DELETE #g :handled"
+        names["#g"] = _GIVEN_UP
+        values[":handled"] = {"SS": sorted(handled)}
     if _update_meta(ddb, s, clock, update, cond, names, values) is None:
         return None
     return ArmState(armed_ms, expected_version + 1)
@@ -117,8 +127,10 @@ def arm_no_later_than(
     polling_since_ms: int | None = None,
     lease_cut_ms: int | None = None,
     lease_token: str | None = None,
+    given_up: frozenset[str] = frozenset(),
 ) -> ArmState:
-    """Arm for ``minute_ms`` unless an earlier, live arm exists; always bump the version.
+    """Arm for ``minute_ms`` unless an earlier, live arm exists; always bump the version; note the
+    stream batches ``given_up`` on (planning.given_up_batch) for the poll to take their claims over.
 
     An existing arm is replaced when it is later than ``minute_ms``, or when its
     minute began before ``replace_before_ms`` (it fired already or is dead).
@@ -139,7 +151,7 @@ def arm_no_later_than(
     """
     names = {"#v": "version", "#a": "armed_ms", "#u": "updated_ms"}
     now = {"N": str(clock.now_ms())}
-    values = {
+    values: dict[str, Any] = {
         ":m": {"N": str(minute_ms)},
         ":cut": {"N": str(replace_before_ms)},
         ":one": {"N": "1"},
@@ -158,11 +170,16 @@ def arm_no_later_than(
             values[":lease"] = {"N": str(lease_cut_ms)}
             mine = " OR #t = :tok" if lease_token is not None else ""
             lease = f" AND (attribute_not_exists(#p) OR #p < :lease{mine})"
+    add = " ADD #v :one"
+    if given_up:
+        names["#g"] = _GIVEN_UP
+        values[":given_up"] = {"SS": sorted(given_up)}
+        add += ", #g :given_up"
     for _ in range(rounds):
         for update, cond in (
-            (f"SET #a = :m, #u = :now{mark} ADD #v :one",
+            (f"SET #a = :m, #u = :now{mark}{add}",
              f"(attribute_not_exists(#a) OR #a > :m OR #a < :cut){lease}"),
-            (f"SET #u = :now{mark} ADD #v :one", f"attribute_exists(#a) AND #a <= :m AND #a >= :cut{lease}"),
+            (f"SET #u = :now{mark}{add}", f"attribute_exists(#a) AND #a <= :m AND #a >= :cut{lease}"),
         ):
             resp = _update_meta(ddb, s, clock, update, cond, names, values, ReturnValues="ALL_NEW")
             if resp is not None:

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from .keys import InvalidKey, decode_sk
 from .models import DelayGroup, DelayMessage, PollRequest, RowSend, describe_partitions, in_partitions
-from .planning import MAX_EXTRA_WAKE_MS, group_extra_wake_ms
+from .planning import MAX_EXTRA_WAKE_MS, given_up_batch, group_extra_wake_ms
 
 # SQS ChangeMessageVisibility accepts 0..43200 s (12 h).
 MAX_VISIBILITY_SECONDS = 43_200
@@ -71,6 +71,8 @@ class Control:
     poll_by_ms: int | None  # None: as soon as possible
     reason: str
     notice: bool = False  # a Lambda failure notice (else a PollRequest)
+    # a stream batch given up on (planning.given_up_batch): the poll takes over what it claimed
+    given_up: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,16 @@ def _control(mid: str, handle: str, data: Mapping[str, Any]) -> Control | None:
             raise PoisonMessage(_validation_reason("PollRequest", exc)) from exc
         return Control(mid, handle, req.poll_by_ms, req.reason[:300])
     reason = failure_notice_reason(data)
-    return Control(mid, handle, None, reason, notice=True) if reason is not None else None
+    if reason is None:
+        return None
+    return Control(mid, handle, None, reason, notice=True, given_up=_given_up(data.get("DDBStreamBatchInfo")))
+
+
+def _given_up(info: Any) -> str | None:
+    """The stream batch a notice's ``DDBStreamBatchInfo`` names (planning.given_up_batch), if any."""
+    if not isinstance(info, Mapping):
+        return None
+    return given_up_batch(str(info.get("startSequenceNumber", "")), str(info.get("endSequenceNumber", "")))
 
 
 def message_id_of(record: Mapping[str, Any], position: int) -> str:

@@ -5,7 +5,7 @@ Pure functions of (now, rows, settings). Times are epoch ms.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -50,11 +50,50 @@ def visible_at(task: Task) -> int:
 MAX_MARK_SKEW_MS = 60_000
 
 
+# The editor's claim token for a row it sends from a stream record: the record's sequence number
+# (Lambda's retry of the batch carries the same records: docs/architecture.md "claim tokens").
+STREAM_TOKEN_PREFIX = "stream:"
+
+
+def stream_claim_token(sequence_number: str) -> str:
+    return f"{STREAM_TOKEN_PREFIX}{sequence_number}"
+
+
+def given_up_batch(start: str, end: str) -> str | None:
+    """A stream batch Lambda gave up on (its OnFailure record's first and last sequence numbers) as
+    the meta row keeps it, ``"<start>-<end>"``; None when they are not sequence numbers."""
+    if not (start.isdigit() and end.isdigit()) or int(start) > int(end):
+        return None
+    return f"{int(start)}-{int(end)}"
+
+
+@dataclass(frozen=True)
+class DeadClaims:
+    """Claims whose work died: rows claimed with them are finished by whoever knows it
+    (:func:`row_state`, store.claim). ``tokens``: an earlier attempt of this poll, the poll whose
+    lease this one took over; ``stream_batches``: stream batches Lambda gave up on
+    (:func:`given_up_batch`), whose records' tokens are their sequence numbers."""
+
+    tokens: frozenset[str] = frozenset()
+    stream_batches: frozenset[str] = frozenset()
+
+    def __contains__(self, token: object) -> bool:
+        if not isinstance(token, str):
+            return False
+        if token in self.tokens:
+            return True
+        seq = token.removeprefix(STREAM_TOKEN_PREFIX)
+        if seq == token or not seq.isdigit() or not self.stream_batches:
+            return False
+        n = int(seq)
+        return any(int(lo) <= n <= int(hi) for lo, hi in (b.split("-") for b in self.stream_batches))
+
+
 def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int,
-              died: Collection[str] = ()) -> RowState:
-    """``died``: tokens of work that died holding claims: an earlier attempt of this very poll
-    (Lambda retries an invocation only after it failed), a poll whose lease this one took over
-    (arming.ArmState.lease_taken_from). A row claimed with one may not have been sent: an orphan at
+              died: Container[str] = ()) -> RowState:
+    """``died``: tokens of work that died holding claims (:class:`DeadClaims`): an earlier attempt of
+    this very poll (Lambda retries an invocation only after it failed), a poll whose lease this one
+    took over, a stream batch given up on. A row claimed with one may not have been sent: an orphan at
     once, not after the grace, and never exhausted: its claim is taken over with its count
     (store.claim), so the crash used no attempt.
 
@@ -106,7 +145,7 @@ def plan_window(
     orphan_grace_ms: int,
     max_attempts: int,
     wake_early_ms: int = 0,
-    died: Collection[str] = (),
+    died: Container[str] = (),
 ) -> WindowPlan:
     """Plan a poll at ``now_ms`` over rows read up to ``now_ms + window_ms``.
 

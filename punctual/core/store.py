@@ -7,7 +7,7 @@ Takes a client; never imports boto3. Every call retries throttling with the one 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -105,7 +105,7 @@ def conditional_update(ddb: DynamoDBClient, clock: Clock, **request: Any) -> dic
 
 
 def claim(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now_ms: int,
-          token: str | None = None, take_over: Collection[str] = ()) -> int | None:
+          token: str | None = None, take_over: Container[str] = ()) -> int | None:
     """Mark ``task`` as sent at ``now_ms`` (by ``token``) before sending it: the row's attempt
     number for this send (its pointer carries it: the consumer's fence checks it), or None if
     someone else did.

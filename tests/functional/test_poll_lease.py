@@ -216,3 +216,39 @@ def test_arming_the_rule_alone_never_moves_it_from_an_earlier_minute_still_to_co
     assert rule_alone_minute(hours, soon, soon + MINUTE_MS) == hours
     assert rule_alone_minute(soon, hours, T0_MS) == soon and rule_alone_minute(soon, None, T0_MS) == soon
     assert one_shot_cron(soon)  # a valid minute
+
+
+def test_the_poll_after_a_stream_batch_was_given_up_resends_the_rows_it_claimed_at_once(stack, frozen):
+    """The editor died after claiming rows until Lambda gave its batch up; the failure notice reaches
+    the consumer through the delay queue, which notes the batch in the meta row as it arms a poll.
+    That poll resends the batch's rows now, with their attempt (the dead claim's count), and forgets
+    the batch; a row claimed by a live batch outside it stays in flight. Mutant: the poll ignoring the
+    note left the row in flight until its orphan check, 580-1,150 s late in the outage matrix."""
+    from punctual.core.models import ATTR_ATTEMPT, task_from_item
+    from punctual.core.planning import stream_claim_token
+    from punctual.core.store import claim
+    from punctual.lambda_events import stream_failure_record
+    from tests.consumer_support import run_consumer
+
+    s, clock = stack.settings, stack.deps.clock
+    dead, live = sk(4 * MINUTE_MS, "dead"), sk(5 * MINUTE_MS, "live")
+    for key, seq in ((dead, "1003"), (live, "2000")):
+        stack.put_raw(key, {"x": "1"})
+        (item,) = [r for r in stack.rows() if r["sk"]["S"] == key]
+        assert claim(stack.ddb, s, clock, task_from_item(item, s.partitions), T0_MS, stream_claim_token(seq)) == 1
+    records = [{"dynamodb": {"SequenceNumber": n}} for n in ("1001", "1003", "1004")]
+    stack.sqs.send_message(QueueUrl=s.delay_queue_url,
+                           MessageBody=json.dumps(stream_failure_record(records, "arn:s", "arn:f", 3, T0_MS)))
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert read_arm(stack.ddb, s, clock).given_up == frozenset({"1001-1004"})
+    stack.deps.clock.frozen.tick(60)
+    sent = SentLog(stack.sqs)
+    report = poll(stack.deps, token="rule-event-1")
+    assert report.sent == 1 and report.in_flight == 1
+    (entry,) = sent.entries
+    body = json.loads(entry["MessageBody"])
+    assert (body["sk"], body["attempt"], entry["DelaySeconds"]) == (dead, 1, 179)  # due in 3 min, woken 1 s early
+    rows = {r["sk"]["S"]: r for r in stack.rows()}
+    assert rows[dead][ATTR_ATTEMPT] == {"N": "1"} and rows[dead]["punctual_claim"] == {"S": "rule-event-1"}
+    assert rows[live]["punctual_claim"] == {"S": stream_claim_token("2000")}
+    assert read_arm(stack.ddb, s, clock).given_up == frozenset()  # handled: forgotten

@@ -1,6 +1,7 @@
 """Invariant 2 under outages in time (docs/architecture.md, "When arming fails"; docs/reliability.md,
 "Outages"): one service failing (DynamoDB reads, writes or both, the delay or the delivery queue,
-EventBridge's control plane) or one function throttled, for 1 to 60 minutes, starting at a poll or
+EventBridge's control plane), one function throttled, or the poller or the editor dying right after
+each of its claims, for 1 to 60 minutes, starting at a poll or
 between polls, with every error kind that applies (a 500, throttling, a 200 whose every entry
 failed). After each: nothing lost or early, no valid row rejected, a task due after the recovery
 plus the lead on time, any other within 2 minutes of the later of its due time and the recovery,
@@ -28,23 +29,8 @@ from tests.reliability.outages import (
 CASES = [
     pytest.param(phase, service, kind, minutes, id=f"{service}-{kind}-{minutes}min-{phase}".replace(" ", "_"))
     for phase in ("at a poll", "between polls")
-    for service in list(SERVICES) + list(THROTTLED)
+    for service in list(SERVICES) + list(THROTTLED) + list(CRASHING)
     for kind in KINDS.get(service, ("5xx",))
-    for minutes in LENGTHS_MIN
-]
-
-
-# The editor dying after each of its claims for a minute or five: the stream retries its batch twice
-# and gives it up; the poll its failure notice brings finds the rows the batch claimed in flight
-# and resends them only after their orphan check (the window's latest: up to 15 + 5 min). Not lost,
-# none rejected, but 895-1150 s late after the recovery (a row due 10 min into it, 580 s late).
-_EDITOR_GAP = pytest.mark.xfail(strict=True, reason="rows claimed by a given-up stream batch wait for their orphan "
-                                "check: up to 1150 s after the recovery (not lost, none rejected)")
-CASES += [
-    pytest.param(phase, service, "5xx", minutes, id=f"{service}-{minutes}min-{phase}".replace(" ", "_"),
-                 marks=[_EDITOR_GAP] if CRASHING[service] == "editor" and minutes <= 5 else [])
-    for phase in ("at a poll", "between polls")
-    for service in CRASHING
     for minutes in LENGTHS_MIN
 ]
 
@@ -55,17 +41,6 @@ def test_every_pending_task_is_delivered_soon_after_the_outage(phase, service, k
     print("\n" + outage_table([case]))
     assert len(case.outcome.expected) >= 10, "scenario broken"
     assert problems(case) == [], (problems(case), case.errors[:3])
-
-
-@pytest.mark.parametrize("minutes", LENGTHS_MIN)
-def test_an_editor_dying_after_its_claims_loses_and_rejects_nothing(minutes):
-    """The part of the promise the editor's crashes keep (the lateness gap is the xfail above):
-    every task delivered once, none early, no valid row rejected. Mutant: a retry of a stream
-    batch counting a send again (store.claim) rejected both rows written during the crashes."""
-    for phase in ("at a poll", "between polls"):
-        case = run_outage("editor dies after its claims", minutes, phase=phase)
-        assert case.outcome.violations() == [] and case.rejected_valid == 0, (phase, case.outcome.violations())
-        assert case.max_duplicates() <= 1
 
 
 def test_an_outage_during_a_poll_is_noticed_and_survived():

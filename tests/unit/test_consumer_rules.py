@@ -330,3 +330,17 @@ def test_hand_off_always_keeps_the_first_message_and_one_received_too_often():
     assert [r.message_id for r in handed] == ["fresh"]
     assert hand_off([], max_rows=1000) == ([], [])
     assert hand_off(fresh, max_rows=1) == (fresh, [])
+
+
+def test_a_stream_failure_notice_names_the_batch_given_up_on_for_the_poll_to_take_over():
+    """Lambda's OnFailure record of a stream batch (lambda_events.stream_failure_record): the
+    control carries the batch's sequence numbers (planning.given_up_batch); a poller's notice none."""
+    from punctual.lambda_events import async_failure_record, stream_failure_record
+
+    records = [{"dynamodb": {"SequenceNumber": "4200"}}, {"dynamodb": {"SequenceNumber": "4207"}}]
+    notice = stream_failure_record(records, "arn:stream", "arn:fn", 3, 1_000)
+    control = parse_record(record(json.dumps(notice), mid="n1"), 0, "scheduler").control
+    assert control is not None and control.notice and control.given_up == "4200-4207"
+    failed_poll = async_failure_record({"id": "e"}, "arn:fn", 3, 1_000, "boom")
+    control = parse_record(record(json.dumps(failed_poll), mid="n2"), 0, "scheduler").control
+    assert control is not None and control.notice and control.given_up is None

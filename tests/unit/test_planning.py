@@ -311,3 +311,24 @@ def test_a_poll_never_arms_later_than_an_editors_arm_it_did_not_see():
     # the follow-up's released row wins over a later first unsent row
     assert minute_after_poll(T0, FollowUp(None, T0 + 600_000), due, None, 120_000, None, None) == \
         T0 + 600_000 - 120_000
+
+
+# -- claims whose work died (planning.DeadClaims) -------------------------------------------
+
+def test_dead_claims_hold_their_tokens_and_every_record_of_a_given_up_stream_batch():
+    """A stream batch given up on is kept as its sequence numbers' range: each record's claim token
+    (planning.stream_claim_token) is in it, and nothing else. Mutants: a bound excluded; tokens
+    compared as strings (``"999" > "1000"``)."""
+    from punctual.core.planning import DeadClaims, given_up_batch, stream_claim_token
+
+    batch = given_up_batch("990", "1005")
+    assert batch == "990-1005"
+    dead = DeadClaims(frozenset({"rule-event-7"}), frozenset({batch, given_up_batch("5", "5")}))
+    assert "rule-event-7" in dead and "rule-event-8" not in dead
+    assert [stream_claim_token(str(n)) in dead for n in (989, 990, 999, 1005, 1006, 5, 4)] == [
+        False, True, True, True, False, True, False]
+    assert "990" not in dead and "stream:" not in dead and "stream:x1" not in dead and None not in dead
+    assert stream_claim_token("1000") not in DeadClaims()
+    # what a notice may carry and is not a batch
+    assert given_up_batch("", "5") is None and given_up_batch("7", "6") is None and given_up_batch("a", "b") is None
+    assert given_up_batch("0099", "100") == "99-100"

@@ -144,8 +144,9 @@ def _serve_controls(deps: Deps, report: ConsumeReport) -> None:
     for c in controls:
         level: obs.Level = "ERROR" if c.notice else "WARNING"  # a notice: a function failed for good
         obs.log(level, "poll wanted", message_id=c.message_id, reason=c.reason, poll_by_ms=c.poll_by_ms)
+    given_up = frozenset(c.given_up for c in controls if c.given_up is not None)
     try:
-        ensure_poll(deps, by)
+        ensure_poll(deps, by, given_up)
     except Exception as exc:  # noqa: BLE001 - the rule is failing: the request goes round again
         reason = f"the rule could not be armed: {obs.error_text(exc)}"
         try:

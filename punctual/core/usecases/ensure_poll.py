@@ -33,15 +33,16 @@ def poll_minute(by_ms: int | None, now_ms: int) -> int:
     return earliest if by_ms is None else max(floor_minute(by_ms), earliest)
 
 
-def ensure_poll(deps: Deps, by_ms: int | None) -> ArmState | None:
+def ensure_poll(deps: Deps, by_ms: int | None, given_up: frozenset[str] = frozenset()) -> ArmState | None:
     """Arm the rule for a poll by ``by_ms``; the state applied, or None when only the rule could be
-    armed (the table refused). Raises when the rule cannot be armed."""
+    armed (the table refused). Raises when the rule cannot be armed. ``given_up``: stream batches
+    Lambda gave up on, noted in the meta row for that poll to take over what they claimed."""
     s, clock = deps.settings, deps.clock
     now = clock.now_ms()
     minute = poll_minute(by_ms, now)
     try:
         # replaces a begun minute's arm: it fired already (or is dead), and a later arm
-        state = arm_no_later_than(deps.ddb, s, clock, minute, replace_before_ms=now + 1)
+        state = arm_no_later_than(deps.ddb, s, clock, minute, replace_before_ms=now + 1, given_up=given_up)
     except Exception as exc:  # noqa: BLE001 - the table is failing: the rule alone still starts a poll
         put = rule_alone_minute(minute, rule_minute(deps.events, s, clock), now)
         obs.log("WARNING", "meta row unavailable: arming the rule alone", error=obs.error_text(exc),

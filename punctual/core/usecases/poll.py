@@ -28,6 +28,7 @@ from punctual.core.keys import after_window_key, window_upper_key
 from punctual.core.metrics_names import ORPHANS_DEFERRED
 from punctual.core.models import RowRejected, task_from_item
 from punctual.core.planning import (
+    DeadClaims,
     FollowUp,
     RowState,
     WindowPlan,
@@ -197,15 +198,15 @@ def _take_lease(deps: Deps, token: str | None, started: int) -> ArmState:
     return sync_rule(deps.ddb, deps.events, s, clock, state)
 
 
-def _died(token: str | None, lease: ArmState) -> frozenset[str]:
-    """Tokens of polls that died holding claims this poll finishes (planning.row_state): an earlier
-    attempt of this one (its own token), the poll whose lease it took over (failed, or dead)."""
-    if token is None:  # a poll without a token takes no lease over (a direct invoke)
-        return frozenset()
-    return frozenset(t for t in (token, lease.lease_taken_from) if t)
+def _died(token: str | None, lease: ArmState) -> DeadClaims:
+    """Claims whose work died, which this poll finishes (planning.row_state): an earlier attempt of
+    this one (its own token), the poll whose lease it took over (failed, or dead), the stream batches
+    Lambda gave up on (noted in the meta row by the consumer that got their failure notice)."""
+    tokens = frozenset(t for t in (token, lease.lease_taken_from) if t) if token is not None else frozenset()
+    return DeadClaims(tokens, lease.given_up)
 
 
-def _send_window(deps: Deps, token: str | None, died: frozenset[str], report: PollReport) -> FollowUp:
+def _send_window(deps: Deps, token: str | None, died: DeadClaims, report: PollReport) -> FollowUp:
     """Read the window (past-due rows count), reject what must be, claim and send new rows and
     orphans (a row claimed by a poll that ``died``: at once, with that claim's count); what the next
     poll must cover."""
@@ -242,12 +243,12 @@ def _replan(deps: Deps, report: PollReport, follow: FollowUp) -> FollowUp:
 def _arm_next(deps: Deps, report: PollReport, state: ArmState, follow: FollowUp) -> ArmState:
     """Compare-and-set the next poll against the version this poll armed; re-plan on conflict."""
     s, clock = deps.settings, deps.clock
-    seen_armed = state.armed_ms
+    seen_armed, handled = state.armed_ms, state.given_up  # taken over by this poll's sends: forgotten
     for _ in range(CAS_ROUNDS):
         next_due, beyond_check = _first_unsent_after(deps, report.window_end_ms, report)
         minute = minute_after_poll(clock.now_ms(), follow, next_due, beyond_check, s.lead_ms, seen_armed,
                                    state.armed_ms)
-        written = compare_and_set(deps.ddb, s, clock, state.version, minute)
+        written = compare_and_set(deps.ddb, s, clock, state.version, minute, handled)
         if written is not None:
             report.next_minute_ms = minute
             return written

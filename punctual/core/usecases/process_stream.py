@@ -25,7 +25,7 @@ from punctual.core import observability as obs
 from punctual.core.arming import arm_is_current, arm_no_later_than, read_arm, rule_matches, sync_rule
 from punctual.core.cron import ARM_MARGIN_MS
 from punctual.core.models import RowRejected, Task
-from punctual.core.planning import next_poll_minute
+from punctual.core.planning import next_poll_minute, stream_claim_token
 from punctual.core.runtime import Deps
 from punctual.core.store import get_row, reject_row
 from punctual.core.stream import Classified, RecordAction, StreamPlan, check_row, plan_stream_batch
@@ -80,7 +80,7 @@ def _send(deps: Deps, sends: list[Classified], plan: StreamPlan, report: EditorR
     table refused their claims), which a poll must now take."""
     # a record's sequence number is its token: Lambda's retry of the batch carries the same
     # records, and may resend what a crashed attempt claimed
-    tokens = {c.task.sk: f"stream:{c.sequence_number}" for c in sends
+    tokens = {c.task.sk: stream_claim_token(c.sequence_number) for c in sends
               if c.task is not None and c.sequence_number is not None}
     try:
         result = claim_and_send(deps.ddb, deps.sqs, deps.settings, deps.clock, plan.send_now, token=tokens)

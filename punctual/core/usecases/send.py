@@ -11,7 +11,7 @@ orphan check resends later: late, never lost, never early.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -40,7 +40,7 @@ class SendReport:
 
 
 def _claim_all(ddb: DynamoDBClient, s: Settings, clock: Clock, tasks: Sequence[Task],
-               token: str | Mapping[str, str] | None, take_over: Collection[str],
+               token: str | Mapping[str, str] | None, take_over: Container[str],
                report: SendReport) -> tuple[list[tuple[Task, int]], bool]:
     """Claim each task, ``s.send_workers`` at a time: (the task as claimed: its attempt the row's
     after the claim, claim time) for the claimed, and whether the table refused a claim; the rest go
@@ -95,7 +95,7 @@ SEND_CHUNK_ROWS = 1000
 
 
 def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
-                   token: str | Mapping[str, str] | None = None, take_over: Collection[str] = ()) -> SendReport:
+                   token: str | Mapping[str, str] | None = None, take_over: Container[str] = ()) -> SendReport:
     """Claim ``tasks`` (sorted by due) and send them in groups, ``s.send_workers`` calls at a time,
     ``SEND_CHUNK_ROWS`` at a time in due order; once the table refuses a claim, the rest are not
     tried (failed: the caller makes sure a poll comes for them).
@@ -115,7 +115,7 @@ def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Cloc
 
 
 def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
-                          tokens: tuple[str | Mapping[str, str] | None, Collection[str]], clusters: Mapping[int, int],
+                          tokens: tuple[str | Mapping[str, str] | None, Container[str]], clusters: Mapping[int, int],
                           report: SendReport) -> bool:
     """Claim and send ``tasks``; False when the table refused a claim (the rest of them not tried).
     ``clusters``: how many rows of the whole send are due in each second (planning.rows_per_second):
