@@ -26,6 +26,9 @@ ATTR_ATTEMPT = "punctual_attempt"
 # that invocation), so a retry of a poll that died after claiming resends at once
 # (docs/architecture.md, "A retry finishes the poll it retries").
 ATTR_CLAIM = "punctual_claim"
+# How many times a claim of the row was taken over from work that died (store.claim): such claims
+# add no attempt, so this bounds a row that kills whoever claims it (planning.MAX_TAKEOVERS).
+ATTR_TAKEOVERS = "punctual_takeovers"
 # SQS caps a message at 256 KiB; the envelope (key up to 1 KiB, times, ids) needs < 4 KiB.
 MAX_EVENT_BYTES = 262_144
 MAX_PAYLOAD_BYTES = MAX_EVENT_BYTES - 4096
@@ -50,6 +53,7 @@ class Task(BaseModel):
     enqueued_ms: int | None = None
     attempt: int = 0
     claim_token: str | None = None  # ATTR_CLAIM
+    takeovers: int = 0  # ATTR_TAKEOVERS
     # The row's payload attribute as read ({"M": ...}): the cdk-scheduler event format sends it
     # as it is, so numbers keep their text ("1.50"), sets and binary their type.
     payload_av: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
@@ -166,7 +170,7 @@ def _task_from_item(item: dict[str, Any], partition: str | Collection[str]) -> T
     # Punctual's own bookkeeping, if a writer set it, must be what Punctual writes: an integer.
     # Anything else could never be claimed (the claim compares it) or would make every claim
     # fail with a ValidationException, holding the row -- or the whole poll -- forever.
-    for attr in (ATTR_ENQUEUED_MS, ATTR_ATTEMPT):
+    for attr in (ATTR_ENQUEUED_MS, ATTR_ATTEMPT, ATTR_TAKEOVERS):
         if attr in item and _plain_int(item, attr) is None:
             raise RowRejected("bad_bookkeeping", f"{attr} is reserved for Punctual and must be an integer number")
     return Task(
@@ -178,6 +182,7 @@ def _task_from_item(item: dict[str, Any], partition: str | Collection[str]) -> T
         enqueued_ms=_plain_int(item, ATTR_ENQUEUED_MS),
         attempt=_plain_int(item, ATTR_ATTEMPT) or 0,
         claim_token=_plain_str(item, ATTR_CLAIM),
+        takeovers=_plain_int(item, ATTR_TAKEOVERS) or 0,
         payload_av=raw,
     )
 

@@ -89,13 +89,21 @@ class DeadClaims:
         return any(int(lo) <= n <= int(hi) for lo, hi in (b.split("-") for b in self.stream_batches))
 
 
+# A row whose claims were taken over from dead work this many times is rejected as undeliverable
+# instead: takeovers add no attempt (store.claim), and a row that made every poll die after its
+# claim would otherwise stall the schedule for good. A poller dying after every claim for 60
+# minutes took a row's claim over 20 times (tests/reliability/test_outages.py): 30 keeps the hour
+# invariant 2 covers, and ends a poison row's stall in ~1.5 h (tests/reliability/test_poison_row.py).
+MAX_TAKEOVERS = 30
+
+
 def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int,
               died: Container[str] = ()) -> RowState:
     """``died``: tokens of work that died holding claims (:class:`DeadClaims`): an earlier attempt of
     this very poll (Lambda retries an invocation only after it failed), a poll whose lease this one
     took over, a stream batch given up on. A row claimed with one may not have been sent: an orphan at
-    once, not after the grace, and never exhausted: its claim is taken over with its count
-    (store.claim), so the crash used no attempt.
+    once, not after the grace, and not exhausted by its attempts: its claim is taken over with its
+    count (store.claim), so the crash used no attempt; only after :data:`MAX_TAKEOVERS` of those.
 
     A row whose due second is fenced (a delivery of that second began, store.fence_second) gets no
     longer grace: the fence does not say which rows were delivered, and a row whose pointer was lost
@@ -107,7 +115,7 @@ def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int,
         # used up its attempts: otherwise a permanent send failure would loop forever.
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.NEW
     if task.claim_token is not None and task.claim_token in died:
-        return RowState.ORPHAN
+        return RowState.EXHAUSTED if task.takeovers >= MAX_TAKEOVERS else RowState.ORPHAN
     if task.enqueued_ms > now_ms + MAX_MARK_SKEW_MS:
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.ORPHAN
     if now_ms <= orphan_check_of(task, orphan_grace_ms):
@@ -119,6 +127,9 @@ def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int,
 
 def undeliverable(task: Task) -> RowRejected:
     """Why a row whose sends are used up is rejected (the same words from the poller and the editor)."""
+    if task.takeovers >= MAX_TAKEOVERS:
+        return RowRejected("undeliverable", f"still pending after {task.attempt} sends and {task.takeovers} "
+                           "claims whose work died (a row that kills whoever sends it?)")
     return RowRejected("undeliverable", f"still pending after {task.attempt} sends")
 
 

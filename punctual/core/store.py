@@ -17,7 +17,7 @@ from .config import ATTR_EXPIRES, META_PK, Settings
 from .errors import is_conditional_failure
 from .keys import due_second, fence_key
 from .metrics_names import REJECTED_ROWS
-from .models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS, Rejection, RowRejected, RowSend, Task
+from .models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS, ATTR_TAKEOVERS, Rejection, RowRejected, RowSend, Task
 from .parallel import Skipped, pmap, pmap_or_stop
 from .retry import call_with_retry, time_left_ms
 
@@ -139,10 +139,12 @@ def _claim_write(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now
                  cond: str, counted: bool, extra: dict[str, Any]) -> int | None:
     """One conditional claim write (see :func:`claim`): the row's attempt after it, None if the
     condition failed. ``counted``: the attempt grows by one (else it stays: a crashed attempt's)."""
-    values: dict[str, Any] = {":now": {"N": str(now_ms)}, ":one": {"N": "1" if counted else "0"},
-                              ":zero": {"N": "0"}, **extra}
+    values: dict[str, Any] = {":now": {"N": str(now_ms)}, ":one": {"N": "1"}, ":zero": {"N": "0"}, **extra}
     names = {"#e": ATTR_ENQUEUED_MS, "#a": ATTR_ATTEMPT, "#c": ATTR_CLAIM}
     update = "SET #e = :now, #a = if_not_exists(#a, :zero) + :one"
+    if not counted:  # the attempt stays; the takeover is counted instead
+        names["#k"] = ATTR_TAKEOVERS
+        update = "SET #e = :now, #a = if_not_exists(#a, :zero) + :zero, #k = if_not_exists(#k, :zero) + :one"
     if token is not None:
         update += ", #c = :tok"
         values[":tok"] = {"S": token}

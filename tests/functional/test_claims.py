@@ -67,7 +67,7 @@ def test_a_retry_of_the_work_that_claimed_a_row_takes_over_its_count(stack, froz
     # the editor's retry reads the record's image: the row unsent (the second write takes over)
     assert claim(stack.ddb, s, clock, unsent, T0_MS + 61_000, "work-1") == 1
     row = _read(stack, key)
-    assert (row.attempt, row.enqueued_ms, row.claim_token) == (1, T0_MS + 61_000, "work-1")
+    assert (row.attempt, row.enqueued_ms, row.claim_token, row.takeovers) == (1, T0_MS + 61_000, "work-1", 2)
     (item,) = stack.rows()
     assert not RowSend(row.pk, key, 1, T0_MS).holds(send_mark(item))  # the dead attempt's pointer
     assert RowSend(row.pk, key, 1, T0_MS + 61_000).holds(send_mark(item))
@@ -85,7 +85,8 @@ def test_a_poll_taking_over_a_dead_polls_lease_takes_over_its_claims_counts(stac
     stale = _read(stack, key)
     assert claim(stack.ddb, s, clock, stale, T0_MS + 1, "poll-2", take_over={"dead-poll"}) == 1
     assert claim(stack.ddb, s, clock, stale, T0_MS + 2, "poll-3", take_over={"dead-poll"}) is None
-    assert _read(stack, key).claim_token == "poll-2"
+    row = _read(stack, key)
+    assert (row.claim_token, row.attempt, row.takeovers) == ("poll-2", 1, 1)
 
 
 def _due_rows(stack, n: int) -> list:

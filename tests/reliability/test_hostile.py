@@ -129,6 +129,7 @@ REJECTED: dict[str, tuple[dict[str, Any], str]] = {
     "enqueued-fraction": (item(encode_sk(DUE, "bk-f"), m(k=s("v")), punctual_enqueued_ms={"N": "1.5"}),
                           "bad_bookkeeping"),
     "attempt-garbage": (item(encode_sk(DUE, "bk-a"), m(k=s("v")), punctual_attempt=s("many")), "bad_bookkeeping"),
+    "takeovers-garbage": (item(encode_sk(DUE, "bk-t"), m(k=s("v")), punctual_takeovers=s("x")), "bad_bookkeeping"),
 }
 
 

@@ -269,6 +269,16 @@ def test_a_row_claimed_by_a_poll_that_died_is_resent_at_once_and_not_deferred_no
     assert row_state(used_up, T0 + 400_000, 300_000, 5, died={"evt-2"}) is RowState.EXHAUSTED
     released = used_up.model_copy(update={"enqueued_ms": None})  # a send refused 5 times for its content
     assert row_state(released, T0, 300_000, 5, died={"evt-1"}) is RowState.EXHAUSTED
+    # only a row whose claims died MAX_TAKEOVERS times is given up (store.claim counts takeovers)
+    from punctual.core.planning import MAX_TAKEOVERS, undeliverable
+
+    poison = mine.model_copy(update={"takeovers": MAX_TAKEOVERS})
+    assert row_state(poison.model_copy(update={"takeovers": MAX_TAKEOVERS - 1}), T0, 300_000, 5,
+                     died={"evt-1"}) is RowState.ORPHAN
+    assert row_state(poison, T0, 300_000, 5, died={"evt-1"}) is RowState.EXHAUSTED
+    assert undeliverable(poison).reason == f"still pending after 1 sends and {MAX_TAKEOVERS} claims whose work died " \
+        "(a row that kills whoever sends it?)"
+    assert undeliverable(mine).reason == "still pending after 1 sends"
 
 
 # -- what a poll arms at its end (planning.after_send / minute_after_poll) ----------------------
