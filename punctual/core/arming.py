@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import observability as obs
 from .clock import Clock
 from .config import META_ARM_SK, META_PK, RULE_DESCRIPTION, Settings
-from .cron import floor_minute, next_minute_after, one_shot_cron, parse_one_shot_cron
+from .cron import ARM_MARGIN_MS, floor_minute, next_minute_after, one_shot_cron, parse_one_shot_cron
 from .retry import call_with_retry
 from .store import conditional_update
 
@@ -229,6 +229,17 @@ def arm_is_current(state: ArmState, minute_ms: int, now_ms: int, stale_poll_ms: 
     if state.armed_ms < applicable_minute(state.armed_ms, now_ms):
         return False  # begun, or too close to apply: not a promise any more
     return state.polling_ms is None or state.polling_ms < now_ms - stale_poll_ms
+
+
+def minute_over_dead_arm(minute_ms: int, state: ArmState, now_ms: int, stale_ms: int) -> int:
+    """The minute an editor arms for a row wanted by ``minute_ms`` given the meta row it read: an arm
+    that began more than ``stale_ms`` ago is dead (its poll never ran: the table refused writes while
+    the consumer armed the rule alone, say), and the rows it was armed for still need a poll: the first
+    minute still safe to arm, if earlier. Arming the row's own minute, hours away, moved the rule off
+    the poll the consumer had armed alone (a 30-minute table-write outage: rows 10,450 s late)."""
+    if state.armed_ms is None or state.armed_ms >= now_ms - stale_ms:
+        return minute_ms
+    return min(minute_ms, next_minute_after(now_ms + ARM_MARGIN_MS))
 
 
 def _rule_is(events: EventBridgeClient, s: Settings, clock: Clock, armed_ms: int | None) -> bool:

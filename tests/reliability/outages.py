@@ -131,10 +131,11 @@ def _quiet() -> Iterator[io.StringIO]:
 
 def run_outage(service: str, length_min: int, kind: str = "5xx", backend: str = "fake",
                settings: Settings | None = None, horizon_ms: int = 4 * 3_600_000,
-               phase: str = "at a poll") -> OutageCase:
+               phase: str = "at a poll", insert_after_ms: int | None = None) -> OutageCase:
     """The scenario with ``service`` out for ``length_min`` minutes. ``phase``: the outage starts
     10 s before the second poll is due to fire ("at a poll": the poll and its retries meet it), or
-    30 s after the first one ("between polls")."""
+    30 s after the first one ("between polls"). ``insert_after_ms``: a row due 3 hours later is
+    written that long after the recovery (an editor then arms the rule for it)."""
     with _quiet(), environment(backend, settings) as (world, _):
         s = world.deps.settings
         expected: dict[str, int] = {}
@@ -155,6 +156,11 @@ def run_outage(service: str, length_min: int, kind: str = "5xx", backend: str = 
                 sk = encode_sk(world.now + after, name)
                 put_row(world, sk, {"task": name})
                 expected[sk], ready[sk] = world.now + after, world.now + after
+        if insert_after_ms is not None:
+            world.run_until(end + insert_after_ms)
+            sk = encode_sk(world.now + 3 * 3_600_000, "hours-after-recovery")
+            put_row(world, sk, {"task": "hours-after-recovery"})
+            expected[sk] = ready[sk] = world.now + 3 * 3_600_000
         world.run_until(end + horizon_ms, stop=lambda: world.now > end and world.idle())
         valid_rejected = [r for r in world.log.rejected if r.get("sk") in expected]
         return OutageCase(service, "-" if service in THROTTLED or service in CRASHING else kind, length_min, world.outcome(expected, ready=ready), valid_rejected, end,

@@ -43,6 +43,19 @@ def test_every_pending_task_is_delivered_soon_after_the_outage(phase, service, k
     assert problems(case) == [], (problems(case), case.errors[:3])
 
 
+@pytest.mark.parametrize("phase", ["at a poll", "between polls"])
+@pytest.mark.parametrize("service", ["dynamodb writes", "dynamodb"])
+@pytest.mark.parametrize("minutes", [5, 30])
+def test_a_row_written_just_after_the_table_recovers_does_not_move_the_pending_poll_away(service, minutes, phase):
+    """While the table refuses writes the consumer arms the rule alone for the failed poll; the meta
+    row still names the minute that fired. An editor arming for a row due hours later, a second after
+    the recovery, synced the rule from the meta row to that row's minute: the rows the failed poll
+    left waited for it (30 min: 10,450 s after the recovery). Now the consumer asks again every 20 s
+    until the meta row holds the poll too."""
+    case = run_outage(service, minutes, phase=phase, insert_after_ms=1_000)
+    assert problems(case) == [], (problems(case), case.errors[:3])
+
+
 def test_an_outage_during_a_poll_is_noticed_and_survived():
     """Sanity for the matrix: the outage really meets the functions (the poll fails at its first
     write), and the schedule still goes on: the rows due 75 min and 2 h ahead, after the recovery,

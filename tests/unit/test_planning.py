@@ -342,3 +342,18 @@ def test_dead_claims_hold_their_tokens_and_every_record_of_a_given_up_stream_bat
     # what a notice may carry and is not a batch
     assert given_up_batch("", "5") is None and given_up_batch("7", "6") is None and given_up_batch("a", "b") is None
     assert given_up_batch("0099", "100") == "99-100"
+
+
+def test_an_editor_arms_soon_over_a_dead_arm_and_its_own_minute_otherwise():
+    """A meta arm that began more than stale_arm ago never had its poll (arming.minute_over_dead_arm):
+    the editor arms the first safe minute, not its row's hours away. Mutant: the row's minute (a
+    30-minute table-write outage then left rows 10,450 s late, tests/reliability/test_outages.py)."""
+    from punctual.core.arming import ArmState, minute_over_dead_arm
+
+    now, stale = T0 + 20 * MINUTE_MS + 30_000, 15 * MINUTE_MS
+    far = T0 + 3 * 60 * MINUTE_MS
+    soon = T0 + 21 * MINUTE_MS  # the first minute starting >= 10 s from now
+    assert minute_over_dead_arm(far, ArmState(T0 + 5 * MINUTE_MS - 1, 7), now, stale) == soon
+    assert minute_over_dead_arm(far, ArmState(T0 + 5 * MINUTE_MS + 30_000, 7), now, stale) == far  # begun 15 min ago: live
+    assert minute_over_dead_arm(far, ArmState(None, 7), now, stale) == far  # disabled: nothing pending
+    assert minute_over_dead_arm(T0 + 21 * MINUTE_MS, ArmState(T0, 7), now, stale) == T0 + 21 * MINUTE_MS

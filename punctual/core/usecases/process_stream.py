@@ -22,7 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.core import observability as obs
-from punctual.core.arming import arm_is_current, arm_no_later_than, read_arm, rule_matches, sync_rule
+from punctual.core.arming import (
+    arm_is_current,
+    arm_no_later_than,
+    minute_over_dead_arm,
+    read_arm,
+    rule_matches,
+    sync_rule,
+)
 from punctual.core.cron import ARM_MARGIN_MS
 from punctual.core.models import RowRejected, Task
 from punctual.core.planning import next_poll_minute, stream_claim_token
@@ -106,7 +113,8 @@ def _arm(deps: Deps, minute: int, records: list[Classified], report: EditorRepor
         stale_ms = s.stale_arm_seconds * 1000
         if not (arm_is_current(state, minute, now, stale_ms)
                 and (deps.rule_seen.holds(state) or rule_matches(deps.events, s, clock, state))):
-            armed = arm_no_later_than(deps.ddb, s, clock, minute, replace_before_ms=now - stale_ms)
+            armed = arm_no_later_than(deps.ddb, s, clock, minute_over_dead_arm(minute, state, now, stale_ms),
+                                      replace_before_ms=now - stale_ms)
             state = sync_rule(deps.ddb, deps.events, s, clock, armed)
         deps.rule_seen.note(state)
         report.armed_ms = state.armed_ms
