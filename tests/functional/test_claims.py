@@ -20,7 +20,7 @@ def _read(stack, key: str):
 def test_two_senders_of_a_new_row_claim_it_once(stack, frozen):
     """Mutant: the claim of a new row without ``attribute_not_exists`` on the send mark: both
     claims pass and the row is sent twice."""
-    key = sk(T0_MS + 5_000, "a")
+    key = sk(5_000, "a")
     stack.put_raw(key, {"x": "1"})
     editor_read, poll_read = _read(stack, key), _read(stack, key)
     s, clock = stack.settings, stack.deps.clock
@@ -33,7 +33,7 @@ def test_two_senders_of_a_new_row_claim_it_once(stack, frozen):
 def test_two_senders_of_an_orphan_claim_it_once(stack, frozen):
     """Mutant: the claim of a sent row without its send mark in the condition (``#e = :prev``):
     two polls that both took it for an orphan would both resend it."""
-    key = sk(T0_MS - 600_000, "o")
+    key = sk(-600_000, "o")
     stack.put_raw(key, {"x": "1"}, **{ATTR_ENQUEUED_MS: {"N": str(T0_MS - 600_000)}, ATTR_ATTEMPT: {"N": "1"}})
     first, second = _read(stack, key), _read(stack, key)
     s, clock = stack.settings, stack.deps.clock
@@ -43,7 +43,7 @@ def test_two_senders_of_an_orphan_claim_it_once(stack, frozen):
 
 
 def test_a_cancelled_row_is_never_claimed_back(stack, frozen):
-    key = sk(T0_MS + 5_000, "c")
+    key = sk(5_000, "c")
     stack.put_raw(key, {"x": "1"})
     read = _read(stack, key)
     stack.ddb.delete_item(TableName=stack.settings.table_name, Key={"pk": {"S": "scheduler"}, "sk": {"S": key}})
@@ -57,7 +57,7 @@ def test_a_retry_of_the_work_that_claimed_a_row_takes_over_its_count(stack, froz
     keeps the attempt: a crash after the claim, retried, uses none; the pointer the dead attempt may
     have sent no longer holds the row. Mutant: counting it (the faults scenario rejected 2 valid
     rows as undeliverable after a lost message and crash chains)."""
-    key = sk(T0_MS + 5_000, "r")
+    key = sk(5_000, "r")
     stack.put_raw(key, {"x": "1"})
     s, clock = stack.settings, stack.deps.clock
     unsent = _read(stack, key)
@@ -78,7 +78,7 @@ def test_a_retry_of_the_work_that_claimed_a_row_takes_over_its_count(stack, froz
 def test_a_poll_taking_over_a_dead_polls_lease_takes_over_its_claims_counts(stack, frozen):
     """``take_over``: the token of the lease a poll took (arming.ArmState.lease_taken_from). Rows the
     dead poll claimed keep their attempt; a row claimed by live work is not taken (its mark moved)."""
-    key = sk(T0_MS + 5_000, "d")
+    key = sk(5_000, "d")
     stack.put_raw(key, {"x": "1"})
     s, clock = stack.settings, stack.deps.clock
     assert claim(stack.ddb, s, clock, _read(stack, key), T0_MS, "dead-poll") == 1
@@ -91,7 +91,7 @@ def test_a_poll_taking_over_a_dead_polls_lease_takes_over_its_claims_counts(stac
 
 def _due_rows(stack, n: int) -> list:
     for i in range(n):
-        stack.put_raw(sk(T0_MS + 60_000 + i, f"r{i}"), {"x": "1"})
+        stack.put_raw(sk(60_000 + i, f"r{i}"), {"x": "1"})
     return sorted((task_from_item(item, stack.settings.partitions) for item in stack.rows()), key=lambda t: t.sk)
 
 
