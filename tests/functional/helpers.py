@@ -13,7 +13,13 @@ from tests.support import T0_MS, Stack, pointers_of
 
 
 def sk(offset_ms: int, task_id: str) -> str:
+    """The sort key of a task due ``offset_ms`` after T0 (:func:`sk_at` takes the due time itself)."""
     return encode_sk(T0_MS + offset_ms, task_id)
+
+
+def sk_at(due_ms: int, task_id: str = "t") -> str:
+    """The sort key of a task due at ``due_ms`` (epoch ms)."""
+    return encode_sk(due_ms, task_id)
 
 
 class SentLog:

@@ -4,20 +4,17 @@ with the poller run whenever the rule fires (the AWS model: tests/virtual_aws.py
 from __future__ import annotations
 
 from punctual.client import PunctualClient
+from tests.functional.helpers import sk_at
 from tests.support import T0_MS
 from tests.virtual_aws import RECEIVE_LATENCY_MS, STEP_MS, VirtualAws
 
 DAY = 86_400_000
 
 
-def sk(due_ms: int, id: str) -> str:
-    return f"{due_ms:013d}#{id}"
-
-
 def test_fast_path_cancel_and_reschedule_after_enqueue_then_far_row_via_the_rule(stack, frozen):
     sim = VirtualAws.over_moto(stack, frozen)
     client = PunctualClient(stack.settings.table_name, ddb=stack.ddb, clock=stack.deps.clock)
-    stack.put_raw(sk(T0_MS + 5000, "raw5s"), {"n": "raw5s"})
+    stack.put_raw(sk_at(T0_MS + 5000, "raw5s"), {"n": "raw5s"})
     soon = client.schedule(T0_MS + 300, {"n": "c300ms"}, id="c300ms")
     client.schedule(T0_MS - 3_600_000, {"n": "cpast"}, id="cpast")
     cancel_me = client.schedule(T0_MS + 8000, {"n": "cancel"}, id="cancel")

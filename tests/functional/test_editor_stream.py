@@ -16,13 +16,10 @@ from punctual.core.models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS, Row
 from punctual.core.usecases.poll import poll
 from punctual.core.usecases.process_stream import process_stream
 from tests.faults import Faults, InjectedCrash
+from tests.functional.helpers import sk_at
 from tests.support import T0_MS, StreamReader, pointers_of
 
 DAY = 86_400_000
-
-
-def sk(due_ms: int, id: str = "t") -> str:
-    return f"{due_ms:013d}#{id}"
 
 
 class Sent:
@@ -52,7 +49,7 @@ def delay_bodies(stack, tick_s: float = 901):
 
 def test_row_due_in_5s_is_enqueued_at_once_with_its_delay(stack, reader):
     sent = Sent(stack.sqs)
-    stack.put_raw(sk(T0_MS + 5000, "a"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 5000, "a"), {"x": "1"})
     assert run(stack, reader) == {"batchItemFailures": []}
     # visible wake_early_ms (1 s) before due; the consumer waits the rest
     assert stack.settings.wake_early_ms == 1000
@@ -61,7 +58,7 @@ def test_row_due_in_5s_is_enqueued_at_once_with_its_delay(stack, reader):
     assert stack.drain(stack.settings.delay_queue_url) == []  # not visible before its delay
     stack.deps.clock.frozen.tick(0.6)
     (body,) = stack.bodies(stack.settings.delay_queue_url)
-    assert body["sk"] == sk(T0_MS + 5000, "a") and body["due_ms"] == T0_MS + 5000 and body["attempt"] == 1
+    assert body["sk"] == sk_at(T0_MS + 5000, "a") and body["due_ms"] == T0_MS + 5000 and body["attempt"] == 1
     (row,) = stack.rows()
     assert row[ATTR_ENQUEUED_MS]["N"] == str(T0_MS)
     # a poll follows the orphan check, in case the message is lost
@@ -72,14 +69,14 @@ def test_row_due_in_5s_is_enqueued_at_once_with_its_delay(stack, reader):
 
 def test_past_due_row_is_sent_with_no_delay(stack, reader):
     sent = Sent(stack.sqs)
-    stack.put_raw(sk(T0_MS - 3_600_000, "late"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS - 3_600_000, "late"), {"x": "1"})
     assert run(stack, reader) == {"batchItemFailures": []}
     assert [e["DelaySeconds"] for e in sent.entries] == [0]
 
 
 def test_row_due_in_3_days_arms_the_rule_and_sends_nothing(stack, reader):
     due = T0_MS + 3 * DAY
-    stack.put_raw(sk(due, "far"), {"x": "1"})
+    stack.put_raw(sk_at(due, "far"), {"x": "1"})
     assert run(stack, reader) == {"batchItemFailures": []}
     minute = minute_not_after(due - stack.settings.lead_ms, T0_MS)
     state = read_arm(stack.ddb, stack.settings, stack.deps.clock)
@@ -92,18 +89,18 @@ def test_row_due_in_3_days_arms_the_rule_and_sends_nothing(stack, reader):
 
 def test_earlier_row_rearms_earlier_and_later_row_never_later(stack, reader):
     s = stack.settings
-    stack.put_raw(sk(T0_MS + 3 * DAY, "a"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 3 * DAY, "a"), {"x": "1"})
     run(stack, reader)
     v1 = read_arm(stack.ddb, s, stack.deps.clock)
 
-    stack.put_raw(sk(T0_MS + 1 * DAY, "b"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 1 * DAY, "b"), {"x": "1"})
     run(stack, reader)
     earlier = minute_not_after(T0_MS + DAY - s.lead_ms, T0_MS)
     v2 = read_arm(stack.ddb, s, stack.deps.clock)
     assert v2.armed_ms == earlier and v2.version > v1.version
     assert stack.rule()["ScheduleExpression"] == one_shot_cron(earlier)
 
-    stack.put_raw(sk(T0_MS + 2 * DAY, "c"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 2 * DAY, "c"), {"x": "1"})
     run(stack, reader)
     v3 = read_arm(stack.ddb, s, stack.deps.clock)
     assert v3.armed_ms == earlier, "a later row must never move the arm later"
@@ -117,14 +114,14 @@ def test_row_arriving_during_a_poll_bumps_the_version_so_the_poll_replans(stack,
     from punctual.core.arming import arm_no_later_than
 
     s, clock = stack.settings, stack.deps.clock
-    stack.put_raw(sk(T0_MS + 3 * DAY, "a"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 3 * DAY, "a"), {"x": "1"})
     run(stack, reader)
     before = read_arm(stack.ddb, s, clock)
     assert before.polling_ms is None
     polling = arm_no_later_than(stack.ddb, s, clock, before.armed_ms, replace_before_ms=T0_MS,
                                 polling_since_ms=T0_MS)
     assert polling.polling_ms == T0_MS and polling.armed_ms == before.armed_ms
-    stack.put_raw(sk(T0_MS + 4 * DAY, "b"), {"x": "1"})  # later: the arm already covers it
+    stack.put_raw(sk_at(T0_MS + 4 * DAY, "b"), {"x": "1"})  # later: the arm already covers it
     run(stack, reader)
     after = read_arm(stack.ddb, s, clock)
     assert after.armed_ms == before.armed_ms and after.version > polling.version
@@ -135,13 +132,13 @@ def test_rule_out_of_step_with_the_meta_row_is_repaired(stack, reader):
     the row; the next editor batch that relies on the row checks the rule (the row's version is
     new to it) and re-applies it."""
     s, clock = stack.settings, stack.deps.clock
-    stack.put_raw(sk(T0_MS + 3 * DAY, "a"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 3 * DAY, "a"), {"x": "1"})
     run(stack, reader)
     later = read_arm(stack.ddb, s, clock).armed_ms
     earlier = minute_not_after(T0_MS + 2 * DAY, T0_MS)
     arm_no_later_than(stack.ddb, s, clock, earlier, replace_before_ms=T0_MS)  # ... and died here
     assert stack.rule()["ScheduleExpression"] == one_shot_cron(later)
-    stack.put_raw(sk(T0_MS + 4 * DAY, "b"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 4 * DAY, "b"), {"x": "1"})
     run(stack, reader)
     assert stack.rule()["State"] == "ENABLED"
     assert stack.rule()["ScheduleExpression"] == one_shot_cron(earlier)
@@ -164,23 +161,23 @@ def test_editor_asks_eventbridge_once_per_arm_change_not_per_batch(stack, reader
     (its own Deps) checks once for itself."""
     s, clock = stack.settings, stack.deps.clock
     described = Described(stack.events)
-    stack.put_raw(sk(T0_MS + 3 * DAY, "first"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 3 * DAY, "first"), {"x": "1"})
     run(stack, reader)  # arms through sync_rule: it knows what it applied
     assert described.calls == 0
     for i in range(5):
-        stack.put_raw(sk(T0_MS + 4 * DAY + i, f"more{i}"), {"x": "1"})
+        stack.put_raw(sk_at(T0_MS + 4 * DAY + i, f"more{i}"), {"x": "1"})
         assert run(stack, reader) == {"batchItemFailures": []}
     assert described.calls == 0
     other = replace(stack.deps, rule_seen=RuleSeen())  # a second execution environment
     for i in range(3):
-        stack.put_raw(sk(T0_MS + 5 * DAY + i, f"other{i}"), {"x": "1"})
+        stack.put_raw(sk_at(T0_MS + 5 * DAY + i, f"other{i}"), {"x": "1"})
         process_stream(reader.event(), other)
     assert described.calls == 1
     # a poll's re-arm bumps the version: each environment checks once again
     state = read_arm(stack.ddb, s, clock)
     compare_and_set(stack.ddb, s, clock, state.version, state.armed_ms)
     for deps in (stack.deps, stack.deps, other, other):
-        stack.put_raw(sk(T0_MS + 6 * DAY + described.calls, f"again{described.calls}"), {"x": "1"})
+        stack.put_raw(sk_at(T0_MS + 6 * DAY + described.calls, f"again{described.calls}"), {"x": "1"})
         process_stream(reader.event(), deps)
     assert described.calls == 3
     assert stack.rule()["ScheduleExpression"] == one_shot_cron(state.armed_ms)
@@ -225,11 +222,11 @@ def test_catalogue_of_malformed_rows_rejected_and_valid_rows_of_the_batch_still_
     for sk_value, payload, _, pk in MALFORMED:
         put_item(stack, sk_value, payload, pk)
     # valid rows in the same batch: plain, binary set inside the payload, raw via client, far future
-    put_item(stack, sk(T0_MS + 5000, "ok1"), {"M": {"n": {"N": "1.5"}}})
-    put_item(stack, sk(T0_MS + 6000, "binset"), {"M": {"bin": {"BS": [b"\x00\x01", b"zz"]}}})
+    put_item(stack, sk_at(T0_MS + 5000, "ok1"), {"M": {"n": {"N": "1.5"}}})
+    put_item(stack, sk_at(T0_MS + 6000, "binset"), {"M": {"bin": {"BS": [b"\x00\x01", b"zz"]}}})
     client = PunctualClient(stack.settings.table_name, ddb=stack.ddb, clock=stack.deps.clock)
     via_client = client.schedule(T0_MS + 7000, {"k": [1, "two", None]}, id="client")
-    put_item(stack, sk(T0_MS + 3 * DAY, "far"), {"M": {}})
+    put_item(stack, sk_at(T0_MS + 3 * DAY, "far"), {"M": {}})
 
     event = reader.event()
     assert len(event["Records"]) == len(MALFORMED) + 4
@@ -245,9 +242,9 @@ def test_catalogue_of_malformed_rows_rejected_and_valid_rows_of_the_batch_still_
     assert "_truncated" in got["1798761605011#big"]["item"]
     # rejected rows are gone; valid ones remain (claimed or armed)
     left = {r["sk"]["S"] for r in stack.rows()}
-    assert left == {sk(T0_MS + 5000, "ok1"), sk(T0_MS + 6000, "binset"), via_client.key, sk(T0_MS + 3 * DAY, "far")}
+    assert left == {sk_at(T0_MS + 5000, "ok1"), sk_at(T0_MS + 6000, "binset"), via_client.key, sk_at(T0_MS + 3 * DAY, "far")}
     sent = {b["sk"] for b in delay_bodies(stack, 10)}
-    assert sent == {sk(T0_MS + 5000, "ok1"), sk(T0_MS + 6000, "binset"), via_client.key}
+    assert sent == {sk_at(T0_MS + 5000, "ok1"), sk_at(T0_MS + 6000, "binset"), via_client.key}
     # the editor's own writes (claims, deletes of rejected rows, meta) come back on the stream: all ignored
     follow = reader.event()
     names = {r["eventName"] for r in follow["Records"]}
@@ -257,21 +254,21 @@ def test_catalogue_of_malformed_rows_rejected_and_valid_rows_of_the_batch_still_
 
 
 def test_rejection_uses_the_row_as_it_is_now(stack, reader):
-    put_item(stack, sk(T0_MS + 5000, "fixed"), {"S": "oops"})
-    put_item(stack, sk(T0_MS + 5000, "fixed"), {"M": {"ok": {"BOOL": True}}})
-    put_item(stack, sk(T0_MS + 5000, "gone"), {"S": "oops"})
+    put_item(stack, sk_at(T0_MS + 5000, "fixed"), {"S": "oops"})
+    put_item(stack, sk_at(T0_MS + 5000, "fixed"), {"M": {"ok": {"BOOL": True}}})
+    put_item(stack, sk_at(T0_MS + 5000, "gone"), {"S": "oops"})
     stack.ddb.delete_item(TableName=stack.settings.table_name,
-                          Key={"pk": {"S": "scheduler"}, "sk": {"S": sk(T0_MS + 5000, "gone")}})
+                          Key={"pk": {"S": "scheduler"}, "sk": {"S": sk_at(T0_MS + 5000, "gone")}})
     assert run(stack, reader) == {"batchItemFailures": []}
     assert stack.drain(stack.settings.rejected_queue_url) == []
-    assert [b["sk"] for b in delay_bodies(stack, 10)] == [sk(T0_MS + 5000, "fixed")]
+    assert [b["sk"] for b in delay_bodies(stack, 10)] == [sk_at(T0_MS + 5000, "fixed")]
 
 
 def test_remove_and_meta_records_are_ignored(stack, reader):
-    stack.put_raw(sk(T0_MS + DAY, "a"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + DAY, "a"), {"x": "1"})
     run(stack, reader)
     stack.ddb.delete_item(TableName=stack.settings.table_name,
-                          Key={"pk": {"S": "scheduler"}, "sk": {"S": sk(T0_MS + DAY, "a")}})
+                          Key={"pk": {"S": "scheduler"}, "sk": {"S": sk_at(T0_MS + DAY, "a")}})
     event = reader.event()
     assert {r["eventName"] for r in event["Records"]} >= {"REMOVE"}
     assert any(r["dynamodb"]["Keys"]["pk"]["S"] == META_PK for r in event["Records"])
@@ -282,11 +279,11 @@ def test_remove_and_meta_records_are_ignored(stack, reader):
 
 
 def test_garbage_records_do_not_block_the_batch(stack, reader):
-    stack.put_raw(sk(T0_MS + 5000, "ok"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 5000, "ok"), {"x": "1"})
     event = reader.event()
     event["Records"] = [{"eventName": "INSERT"}, "junk", *event["Records"]]
     assert process_stream(event, stack.deps) == {"batchItemFailures": []}
-    assert [b["sk"] for b in delay_bodies(stack, 10)] == [sk(T0_MS + 5000, "ok")]
+    assert [b["sk"] for b in delay_bodies(stack, 10)] == [sk_at(T0_MS + 5000, "ok")]
 
 
 # -- failures and crashes -------------------------------------------------------
@@ -297,7 +294,7 @@ def test_a_refused_send_costs_no_attempt_and_leaves_the_row_to_a_poll_next_minut
     failure (no stream retry burning through a brownout), the claim released with its attempt
     taken back, and a poll armed for the next safe minute sends it (issue 28)."""
     s = stack.settings
-    stack.put_raw(sk(T0_MS + 5000, "a"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 5000, "a"), {"x": "1"})
     event = reader.event()
     faults = Faults(stack.sqs).fail("SendMessageBatch", "InternalError", times=6)
     assert process_stream(event, stack.deps) == {"batchItemFailures": []}
@@ -310,15 +307,15 @@ def test_a_refused_send_costs_no_attempt_and_leaves_the_row_to_a_poll_next_minut
     assert stack.drain(s.delay_queue_url) == []
     poll(stack.deps)  # the armed poll
     (body,) = delay_bodies(stack, 10)
-    assert (body["sk"], body["attempt"]) == (sk(T0_MS + 5000, "a"), 1)
+    assert (body["sk"], body["attempt"]) == (sk_at(T0_MS + 5000, "a"), 1)
 
 
 def test_arming_failure_asks_for_a_poll_through_the_delay_queue(stack, reader):
     """The rule refusing PutRule: the editor asks for the poll with a PollRequest message (the
     consumer arms it) instead of failing the records; only when SQS refuses that too do the
     records fail, and Lambda's retry arms."""
-    stack.put_raw(sk(T0_MS + 3 * DAY, "a"), {"x": "1"})
-    stack.put_raw(sk(T0_MS + 2 * DAY, "b"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 3 * DAY, "a"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 2 * DAY, "b"), {"x": "1"})
     event = reader.event()
     expected = minute_not_after(T0_MS + 2 * DAY - stack.settings.lead_ms, T0_MS)
     faults = Faults(stack.events).fail("PutRule", "AccessDeniedException")
@@ -340,7 +337,7 @@ def test_arming_failure_asks_for_a_poll_through_the_delay_queue(stack, reader):
 def test_crash_after_claim_before_send_is_resent_by_the_batch_retry(stack, reader):
     s = stack.settings
     due = T0_MS + 5000
-    stack.put_raw(sk(due, "a"), {"x": "1"})
+    stack.put_raw(sk_at(due, "a"), {"x": "1"})
     event = reader.event()
     faults = Faults(stack.ddb).crash_after("UpdateItem", 1)  # the claim
     with pytest.raises(InjectedCrash):
@@ -352,7 +349,7 @@ def test_crash_after_claim_before_send_is_resent_by_the_batch_retry(stack, reade
     # again and sends it at once, on time, instead of leaving it to the orphan check minutes later
     assert process_stream(event, stack.deps) == {"batchItemFailures": []}
     (body,) = delay_bodies(stack, 10)
-    assert body["sk"] == sk(due, "a")
+    assert body["sk"] == sk_at(due, "a")
     # the retry takes over the dead attempt's count: a crash after each claim uses no attempt
     assert stack.rows()[0][ATTR_ATTEMPT] == {"N": "1"} and body["attempt"] == 1
     armed = read_arm(stack.ddb, s, stack.deps.clock).armed_ms
@@ -363,7 +360,7 @@ def test_crash_after_send_before_return_resends_the_same_row_once_more(stack, re
     """The retry cannot know the crashed attempt had sent: it sends again, taking over the attempt's
     count. Two pointers to one row, and only the retry's holds it (the row's mark is newer than the
     first's): the consumer delivers one event, the first pointer is dropped."""
-    stack.put_raw(sk(T0_MS + 5000, "a"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 5000, "a"), {"x": "1"})
     event = reader.event()
     faults = Faults(stack.sqs).crash_after("SendMessageBatch", 1)
     with pytest.raises(InjectedCrash):
@@ -372,20 +369,20 @@ def test_crash_after_send_before_return_resends_the_same_row_once_more(stack, re
     stack.deps.clock.frozen.tick(1)  # the stream's retry comes after the crash
     assert process_stream(event, stack.deps) == {"batchItemFailures": []}
     bodies = delay_bodies(stack, 10)
-    assert [b["sk"] for b in bodies] == [sk(T0_MS + 5000, "a")] * 2
+    assert [b["sk"] for b in bodies] == [sk_at(T0_MS + 5000, "a")] * 2
     row = stack.rows()[0]
     assert row[ATTR_ATTEMPT] == {"N": "1"}
     held = [RowSend(b["pk"], b["sk"], b["attempt"], b["enqueued_ms"]).holds(send_mark(row)) for b in bodies]
     assert sorted(held) == [False, True] and max(bodies, key=lambda b: b["enqueued_ms"]) == bodies[held.index(True)]
     # a different batch (another record of another write) holds another token: no resend
-    stack.put_raw(sk(T0_MS + 6000, "b"), {"x": "2"})
+    stack.put_raw(sk_at(T0_MS + 6000, "b"), {"x": "2"})
     assert process_stream(reader.event(), stack.deps) == {"batchItemFailures": []}
-    assert [b["sk"] for b in delay_bodies(stack, 10)] == [sk(T0_MS + 6000, "b")]
+    assert [b["sk"] for b in delay_bodies(stack, 10)] == [sk_at(T0_MS + 6000, "b")]
 
 
 def test_crash_between_arm_and_rule_sync_converges_on_retry(stack, reader):
     due = T0_MS + 3 * DAY
-    stack.put_raw(sk(due, "a"), {"x": "1"})
+    stack.put_raw(sk_at(due, "a"), {"x": "1"})
     event = reader.event()
     faults = Faults(stack.ddb).crash_after("UpdateItem", 1)  # arm_no_later_than wrote the meta row
     with pytest.raises(InjectedCrash):
@@ -406,7 +403,7 @@ def json_time(ms: int) -> str:
 
 
 def test_stream_records_are_json_like_lambdas(stack, reader):
-    put_item(stack, sk(T0_MS + 5000, "b"), {"M": {"bin": {"B": b"\x00"}}})
+    put_item(stack, sk_at(T0_MS + 5000, "b"), {"M": {"bin": {"B": b"\x00"}}})
     (rec,) = reader.event()["Records"]
     json.dumps(rec)  # Lambda hands the function plain JSON
     assert rec["dynamodb"]["NewImage"]["payload"]["M"]["bin"] == {"B": "AA=="}
@@ -436,7 +433,7 @@ def test_editor_arming_during_a_poll_makes_the_poll_replan(stack, reader):
     reader.skip()
 
     def editor_runs():
-        stack.put_raw(sk(due, "late"), {"x": "1"})
+        stack.put_raw(sk_at(due, "late"), {"x": "1"})
         assert process_stream(reader.event(), stack.deps) == {"batchItemFailures": []}
 
     state = during_poll(stack, 2, editor_runs)  # Query 1: window, Query 2: first unsent after it
@@ -454,7 +451,7 @@ def test_editor_send_during_a_poll_keeps_its_orphan_check_armed(stack, reader):
     reader.skip()
 
     def editor_runs():
-        stack.put_raw(sk(due, "soon"), {"x": "1"})
+        stack.put_raw(sk_at(due, "soon"), {"x": "1"})
         assert process_stream(reader.event(), stack.deps) == {"batchItemFailures": []}
 
     during_poll(stack, 2, editor_runs)
@@ -471,7 +468,7 @@ def test_every_horizon_in_one_batch(stack, reader):
     offsets = {"p300ms": 300, "p5s": 5000, "p14m": 14 * 60_000, "p16m": 16 * 60_000, "p3d": 3 * DAY,
                "m1h": -3_600_000}
     for name, off in offsets.items():
-        stack.put_raw(sk(T0_MS + off, "raw-" + name), {"n": name})
+        stack.put_raw(sk_at(T0_MS + off, "raw-" + name), {"n": name})
         client.schedule(T0_MS + off + 1, {"n": name}, id="cli-" + name)
     assert run(stack, reader) == {"batchItemFailures": []}
     delays = {p["sk"].split("#")[1]: e["DelaySeconds"] for e in sent.entries
@@ -489,10 +486,10 @@ def test_every_horizon_in_one_batch(stack, reader):
 
 
 def test_throttled_calls_are_retried_within_the_invocation(stack, reader):
-    stack.put_raw(sk(T0_MS + 5000, "a"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 5000, "a"), {"x": "1"})
     Faults(stack.ddb, stack.sqs).throttle("UpdateItem", times=2).throttle("SendMessageBatch", times=2)
     assert run(stack, reader) == {"batchItemFailures": []}
-    assert [b["sk"] for b in delay_bodies(stack, 10)] == [sk(T0_MS + 5000, "a")]
+    assert [b["sk"] for b in delay_bodies(stack, 10)] == [sk_at(T0_MS + 5000, "a")]
 
 
 def test_lambda_entry_point_uses_the_environment(stack, reader, monkeypatch):
@@ -505,11 +502,11 @@ def test_lambda_entry_point_uses_the_environment(stack, reader, monkeypatch):
         monkeypatch.setenv(name, value)
     reset_default_deps()
     try:
-        stack.put_raw(sk(T0_MS + 5000, "a"), {"x": "1"})
+        stack.put_raw(sk_at(T0_MS + 5000, "a"), {"x": "1"})
         assert handler(reader.event(), None) == {"batchItemFailures": []}
     finally:
         reset_default_deps()
-    assert [b["sk"] for b in delay_bodies(stack, 10)] == [sk(T0_MS + 5000, "a")]
+    assert [b["sk"] for b in delay_bodies(stack, 10)] == [sk_at(T0_MS + 5000, "a")]
 
 
 def test_editor_never_postpones_an_armed_minute_whose_fire_is_pending(stack, reader):
@@ -517,12 +514,12 @@ def test_editor_never_postpones_an_armed_minute_whose_fire_is_pending(stack, rea
     minute): an editor batch must leave the rule alone. Moving it to the next minute cancelled
     the pending fire, and a steady trickle of inserts postponed the poll for hours (benchmark)."""
     s = stack.settings
-    stack.put_raw(sk(T0_MS + 3 * DAY, "a"), {"x": "1"})
+    stack.put_raw(sk_at(T0_MS + 3 * DAY, "a"), {"x": "1"})
     run(stack, reader)
     armed = read_arm(stack.ddb, s, stack.deps.clock).armed_ms
     stack.deps.clock.frozen.move_to(datetime.fromtimestamp((armed + 10_000) / 1000, tz=UTC))
     for n in range(3):  # one insert a minute into the pending minute: never postponed
-        stack.put_raw(sk(T0_MS + 4 * DAY + n, f"b{n}"), {"x": "1"})
+        stack.put_raw(sk_at(T0_MS + 4 * DAY + n, f"b{n}"), {"x": "1"})
         assert run(stack, reader) == {"batchItemFailures": []}
         assert stack.rule()["ScheduleExpression"] == one_shot_cron(armed)
         assert stack.rule()["State"] == "ENABLED"
@@ -536,17 +533,17 @@ def test_without_a_fast_path_rows_a_poll_can_reach_wait_for_it_and_share_its_mes
     stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, fast_path_seconds=0)
     s = stack.settings
     soon, later = T0_MS + 60_000, T0_MS + 10 * 60_000
-    stack.put_raw(sk(soon, "soon"), {"n": 1})
+    stack.put_raw(sk_at(soon, "soon"), {"n": 1})
     for i in range(3):
-        stack.put_raw(sk(later, f"later-{i}"), {"n": i})
+        stack.put_raw(sk_at(later, f"later-{i}"), {"n": i})
     assert process_stream(reader.event(), stack.deps) == {"batchItemFailures": []}
     sent = Sent(stack.sqs)
     # the row due in 60 s was sent (no poll can start by then); the others armed a poll in time
-    assert [p["sk"] for p in delay_bodies(stack, 61)] == [sk(soon, "soon")]
+    assert [p["sk"] for p in delay_bodies(stack, 61)] == [sk_at(soon, "soon")]
     armed = read_arm(stack.ddb, s, stack.deps.clock).armed_ms
     assert armed <= minute_not_after(later - s.lead_ms, T0_MS)
     stack.deps.clock.frozen.move_to(json_time(armed + 30_000))
     assert poll(stack.deps).sent == 3
     assert len(sent.entries) == 1  # the three rows due at the same ms: one group message
     assert sorted(p["sk"] for p in pointers_of(json.loads(sent.entries[0]["MessageBody"]))) == [
-        sk(later, f"later-{i}") for i in range(3)]
+        sk_at(later, f"later-{i}") for i in range(3)]
