@@ -77,6 +77,7 @@ class OutageCase:
     lead_ms: int
     dead_letters: int
     errors: list[str]
+    crashes: int = 0  # invocations that died (InjectedCrash)
 
     @property
     def rejected_valid(self) -> int:
@@ -164,7 +165,8 @@ def run_outage(service: str, length_min: int, kind: str = "5xx", backend: str = 
         world.run_until(end + horizon_ms, stop=lambda: world.now > end and world.idle())
         valid_rejected = [r for r in world.log.rejected if r.get("sk") in expected]
         return OutageCase(service, "-" if service in THROTTLED or service in CRASHING else kind, length_min, world.outcome(expected, ready=ready), valid_rejected, end,
-                          s.lead_ms, len(world.log.dead_letters), list(world.log.errors))
+                          s.lead_ms, len(world.log.dead_letters), list(world.log.errors),
+                          len(world.log.crashes))
 
 
 def _start_outage(world: VirtualAws, service: str, kind: str, start: int, end: int) -> None:
