@@ -133,9 +133,15 @@ def _deliver_runs(deps: Deps, keep: list[Pending], report: ConsumeReport) -> Non
             delete_delivered(deps, report, until_ms=keep[0].due_ms - DELETE_WHILE_WAITING_MS)
 
 
+# A poll armed alone (the table failing) is asked for again every RETRY_SECONDS for this long after
+# the time it was wanted by: until the table takes it, or a later failed poll's request takes over.
+ARMED_ALONE_ASK_AGAIN_MS = 120_000
+
+
 def _serve_controls(deps: Deps, report: ConsumeReport) -> None:
     """Arm one poll for the earliest any poll request or failure notice of the batch asks for; if
-    the rule cannot be armed now, ask again a little later (a new message: this one is done)."""
+    the rule cannot be armed now, or only the rule could (the table failing), ask again a little
+    later (a new message: this one is done)."""
     controls = report.controls
     if not controls:
         return
@@ -145,15 +151,22 @@ def _serve_controls(deps: Deps, report: ConsumeReport) -> None:
         level: obs.Level = "ERROR" if c.notice else "WARNING"  # a notice: a function failed for good
         obs.log(level, "poll wanted", message_id=c.message_id, reason=c.reason, poll_by_ms=c.poll_by_ms)
     given_up = frozenset(c.given_up for c in controls if c.given_up is not None)
+    now = deps.clock.now_ms()
     try:
-        ensure_poll(deps, by, given_up)
+        if ensure_poll(deps, by, given_up) is not None:
+            return
+        if by is not None and now - by >= ARMED_ALONE_ASK_AGAIN_MS:
+            return  # polls failing meanwhile ask afresh: one chain of requests at a time, not one a poll
+        # the table refused: until the meta row holds the poll too, a writer syncing the rule from
+        # it after the recovery (an editor arming a later row) would move the rule off it
+        reason = "the rule was armed alone: the meta row could not be written"
     except Exception as exc:  # noqa: BLE001 - the rule is failing: the request goes round again
         reason = f"the rule could not be armed: {obs.error_text(exc)}"
-        try:
-            request_poll(deps, by, reason, delay_seconds=RETRY_SECONDS)
-        except Exception as err:  # noqa: BLE001 - and SQS too: SQS redelivers these messages
-            obs.log("ERROR", "poll request kept", error=obs.error_text(err))
-            report.failures += [c.message_id for c in controls]
+    try:
+        request_poll(deps, now if by is None else by, reason, delay_seconds=RETRY_SECONDS)
+    except Exception as err:  # noqa: BLE001 - and SQS too: SQS redelivers these messages
+        obs.log("ERROR", "poll request kept", error=obs.error_text(err))
+        report.failures += [c.message_id for c in controls]
 
 
 def _emit_metrics(deps: Deps, report: ConsumeReport) -> None:

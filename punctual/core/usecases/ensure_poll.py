@@ -34,9 +34,13 @@ def poll_minute(by_ms: int | None, now_ms: int) -> int:
 
 
 def ensure_poll(deps: Deps, by_ms: int | None, given_up: frozenset[str] = frozenset()) -> ArmState | None:
-    """Arm the rule for a poll by ``by_ms``; the state applied, or None when only the rule could be
+    """Arm the rule for a poll by ``by_ms``; the state written, or None when only the rule could be
     armed (the table refused). Raises when the rule cannot be armed. ``given_up``: stream batches
-    Lambda gave up on, noted in the meta row for that poll to take over what they claimed."""
+    Lambda gave up on, noted in the meta row for that poll to take over what they claimed.
+
+    The rule is left as it is when it already holds a minute that brings a poll no later than the
+    meta row's (``rule_alone_minute``; one DescribeRule): the minute in progress the consumer armed
+    alone while the table failed, whose firing may be pending, is not moved a minute later."""
     s, clock = deps.settings, deps.clock
     now = clock.now_ms()
     minute = poll_minute(by_ms, now)
@@ -50,6 +54,8 @@ def ensure_poll(deps: Deps, by_ms: int | None, given_up: frozenset[str] = frozen
         if put is not None:
             apply_rule(deps.events, s, clock, put)
         return None
+    if state.armed_ms is not None and rule_alone_minute(state.armed_ms, rule_minute(deps.events, s, clock), now) is None:
+        return state  # the rule already brings a poll as soon: the minute in progress, armed alone, is left
     return sync_rule(deps.ddb, deps.events, s, clock, state)
 
 
