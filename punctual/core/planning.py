@@ -89,6 +89,11 @@ class DeadClaims:
         return any(int(lo) <= n <= int(hi) for lo, hi in (b.split("-") for b in self.stream_batches))
 
 
+def claimed_by_dead_work(task: Task, died: Container[str]) -> bool:
+    """Whether ``task`` is still claimed by work of ``died`` (:class:`DeadClaims`)."""
+    return task.claim_token is not None and task.claim_token in died
+
+
 # A row whose claims were taken over from dead work this many times is rejected as undeliverable
 # instead: takeovers add no attempt (store.claim), and a row that made every poll die after its
 # claim would otherwise stall the schedule for good. A poller dying after every claim for 60
@@ -114,7 +119,7 @@ def row_state(task: Task, now_ms: int, orphan_grace_ms: int, max_attempts: int,
         # A released row (its send failed for good) is new again, but only until it has
         # used up its attempts: otherwise a permanent send failure would loop forever.
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.NEW
-    if task.claim_token is not None and task.claim_token in died:
+    if claimed_by_dead_work(task, died):
         return RowState.EXHAUSTED if task.takeovers >= MAX_TAKEOVERS else RowState.ORPHAN
     if task.enqueued_ms > now_ms + MAX_MARK_SKEW_MS:
         return RowState.EXHAUSTED if task.attempt >= max_attempts else RowState.ORPHAN
@@ -175,7 +180,7 @@ def plan_window(
         if state in (RowState.NEW, RowState.ORPHAN):
             # a row claimed by work that died is resent now, not deferred behind a backlog (its
             # message was most likely never sent)
-            reclaimed = task.claim_token is not None and task.claim_token in died
+            reclaimed = claimed_by_dead_work(task, died)
             plan.sends.append(Send(task, delay_seconds(task.due_ms, now_ms, wake_early_ms),
                                    resend=state is RowState.ORPHAN and not reclaimed))
             checks.append(max(task.due_ms, now_ms) + orphan_grace_ms)

@@ -19,6 +19,7 @@ from .keys import due_second, fence_key
 from .metrics_names import REJECTED_ROWS
 from .models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS, ATTR_TAKEOVERS, Rejection, RowRejected, RowSend, Task
 from .parallel import Skipped, pmap, pmap_or_stop
+from .planning import claimed_by_dead_work
 from .retry import call_with_retry, time_left_ms
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ def claim(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now_ms: in
             got = write("attribute_exists(sk) AND #c = :tok", False)
         return got
     prev = {":prev": {"N": str(task.enqueued_ms)}}
-    died = task.claim_token is not None and (task.claim_token == token or task.claim_token in take_over)
+    died = claimed_by_dead_work(task, take_over) or (token is not None and task.claim_token == token)
     return write("attribute_exists(sk) AND #e = :prev", not died, **prev)
 
 

@@ -174,7 +174,7 @@ def _start_outage(world: VirtualAws, service: str, kind: str, start: int, end: i
         world.throttle(THROTTLED[service], start, end)
         return
     if service in CRASHING:
-        _crash_after_claims(world, CRASHING[service], start, end)
+        crash_after_claims(world, CRASHING[service], start, end)
         return
     outage = service_outage(service, start, end, {"delay": world.s.delay_queue_url,
                                                   "delivery": world.s.delivery_queue_url}, kind)
@@ -185,15 +185,16 @@ def _start_outage(world: VirtualAws, service: str, kind: str, start: int, end: i
         world.queue_outages.append((start, end))
 
 
-def _crash_after_claims(world: VirtualAws, fn: str, start: int, end: int) -> None:
-    """``fn`` dies right after each claim (a row's send mark written, store.claim) from ``start`` to ``end``."""
+def crash_after_claims(world: VirtualAws, fn: str, start: int, end: int, sk: str | None = None) -> None:
+    """``fn`` dies right after each claim (a row's send mark written, store.claim) from ``start`` to
+    ``end``; with ``sk``, only after a claim of that row."""
     deps = world.isolate(fn)
     clock = world.deps.clock
 
     def after(model: Any, context: Any = None, **_: Any) -> None:
         params = (context or {}).get("punctual_params") or {}
         is_claim = model.name == "UpdateItem" and str(params.get("UpdateExpression", "")).startswith("SET #e = :now")
-        if is_claim and start <= clock.now_ms() < end:
+        if is_claim and start <= clock.now_ms() < end and sk in (None, params.get("Key", {}).get("sk", {}).get("S")):
             raise InjectedCrash(f"{fn} dies after a claim")
 
     Faults(deps.ddb)  # keeps each call's parameters in its context (punctual_params)

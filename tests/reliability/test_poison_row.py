@@ -5,12 +5,10 @@ is rejected as undeliverable instead, and the rows it held back are delivered.""
 
 from __future__ import annotations
 
-from typing import Any
-
 from punctual.core.keys import encode_sk
 from punctual.core.planning import MAX_TAKEOVERS
-from tests.faults import Faults, InjectedCrash
 from tests.reliability.crashes import START, environment, put_row
+from tests.reliability.outages import crash_after_claims
 
 MINUTE = 60_000
 DUES = {"before": START + 3 * MINUTE, "poison": START + 3 * MINUTE + 100, "after": START + 3 * MINUTE + 200,
@@ -21,16 +19,7 @@ def test_a_row_that_kills_every_claimer_is_rejected_and_the_schedule_goes_on():
     with environment("fake") as (world, _):
         poison = encode_sk(DUES["poison"], "poison")
         for fn in ("poller", "editor"):
-            deps = world.isolate(fn)
-            Faults(deps.ddb)  # keeps each call's parameters in its context
-
-            def after(model: Any, context: Any = None, _fn: str = fn, **_: Any) -> None:
-                params = (context or {}).get("punctual_params") or {}
-                claim = model.name == "UpdateItem" and str(params.get("UpdateExpression", "")).startswith("SET #e")
-                if claim and params.get("Key", {}).get("sk", {}).get("S") == poison:
-                    raise InjectedCrash(f"{_fn} dies claiming the poison row")
-
-            deps.ddb.meta.events.register("after-call.dynamodb", after)
+            crash_after_claims(world, fn, START, START + 8 * 3_600_000, sk=poison)
         for name, due in DUES.items():
             put_row(world, encode_sk(due, name), {"task": name})
         world.run_until(START + 8 * 3_600_000, stop=world.idle)

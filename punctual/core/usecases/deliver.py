@@ -10,7 +10,7 @@ their due millisecond (the consumer calls it after its wait).
 2. **send** the events (the clock re-read first: never early); an event SQS refuses for its
    content rejects its row (``undeliverable``); one SQS failed to take is retried later;
 3. **delete** the delivered rows while each is still the send delivered (``store.delete_sent``:
-   TransactWriteItems of up to 100 conditional Deletes, after the run's sends): a row put over
+   a conditional DeleteItem a row, after the run's sends): a row put over
    since is a new task, never deleted by a delivery that read the old one.
 
 Whatever the table or SQS would not do now is retried by a copy of its pointer sent back to the

@@ -108,19 +108,19 @@ def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Cloc
     clusters = rows_per_second(t.due_ms for t in tasks)
     for start in range(0, len(tasks), SEND_CHUNK_ROWS):
         chunk = tasks[start : start + SEND_CHUNK_ROWS]
-        if not _claim_and_send_chunk(ddb, sqs, s, clock, chunk, (token, take_over), clusters, report):
+        if not _claim_and_send_chunk(ddb, sqs, s, clock, chunk, token, take_over, clusters, report):
             report.failed += tasks[start + SEND_CHUNK_ROWS :]  # the table refused: not tried
             break
     return report
 
 
 def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
-                          tokens: tuple[str | Mapping[str, str] | None, Container[str]], clusters: Mapping[int, int],
-                          report: SendReport) -> bool:
+                          token: str | Mapping[str, str] | None, take_over: Container[str],
+                          clusters: Mapping[int, int], report: SendReport) -> bool:
     """Claim and send ``tasks``; False when the table refused a claim (the rest of them not tried).
     ``clusters``: how many rows of the whole send are due in each second (planning.rows_per_second):
     a message of a big cluster is made visible early enough for Lambda to scale its consumers."""
-    claimed, refused = _claim_all(ddb, s, clock, tasks, *tokens, report)
+    claimed, refused = _claim_all(ddb, s, clock, tasks, token, take_over, report)
     if not claimed:
         return not refused
     groups = _groups(claimed, s.group_span_ms)
