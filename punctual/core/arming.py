@@ -149,13 +149,33 @@ def arm_no_later_than(
     comes after the poll failed. The token the write replaces is kept as ``lease_taken_from``: the
     rows the poll that held it claimed are finished by the new holder (planning.row_state).
     """
+    names, values, writes = _arm_writes(minute_ms, replace_before_ms, clock.now_ms(), polling_since_ms, lease_cut_ms,
+                                        lease_token, given_up)
+    for _ in range(rounds):
+        for update, cond in writes:
+            resp = _update_meta(ddb, s, clock, update, cond, names, values, ReturnValues="ALL_NEW")
+            if resp is not None:
+                return _state(resp.get("Attributes"))
+        if lease_cut_ms is not None and polling_since_ms is not None:
+            state = read_arm(ddb, s, clock)
+            if state.polling_ms is not None and state.polling_ms >= lease_cut_ms and not (
+                    lease_token is not None and state.polling_token == lease_token):
+                raise PollInProgress(state)
+    raise RuntimeError("could not arm the rule: the meta row kept changing")
+
+
+def _arm_writes(minute_ms: int, replace_before_ms: int, now_ms: int, polling_since_ms: int | None,
+                lease_cut_ms: int | None, lease_token: str | None, given_up: frozenset[str],
+                ) -> tuple[dict[str, str], dict[str, Any], tuple[tuple[str, str], tuple[str, str]]]:
+    """The two conditional writes of :func:`arm_no_later_than` (names, values, and each write's
+    update and condition): "set it" (the arm absent, later or dead) and "keep it, bump the version"
+    (the arm live and no later), each with the lease's mark and condition when a poll takes it."""
     names = {"#v": "version", "#a": "armed_ms", "#u": "updated_ms"}
-    now = {"N": str(clock.now_ms())}
     values: dict[str, Any] = {
         ":m": {"N": str(minute_ms)},
         ":cut": {"N": str(replace_before_ms)},
         ":one": {"N": "1"},
-        ":now": now,
+        ":now": {"N": str(now_ms)},
     }
     mark = lease = ""
     if polling_since_ms is not None:  # the poller announces itself (see arm_is_current)
@@ -175,21 +195,10 @@ def arm_no_later_than(
         names["#g"] = _GIVEN_UP
         values[":given_up"] = {"SS": sorted(given_up)}
         add += ", #g :given_up"
-    for _ in range(rounds):
-        for update, cond in (
-            (f"SET #a = :m, #u = :now{mark}{add}",
-             f"(attribute_not_exists(#a) OR #a > :m OR #a < :cut){lease}"),
-            (f"SET #u = :now{mark}{add}", f"attribute_exists(#a) AND #a <= :m AND #a >= :cut{lease}"),
-        ):
-            resp = _update_meta(ddb, s, clock, update, cond, names, values, ReturnValues="ALL_NEW")
-            if resp is not None:
-                return _state(resp.get("Attributes"))
-        if lease_cut_ms is not None and polling_since_ms is not None:
-            state = read_arm(ddb, s, clock)
-            if state.polling_ms is not None and state.polling_ms >= lease_cut_ms and not (
-                    lease_token is not None and state.polling_token == lease_token):
-                raise PollInProgress(state)
-    raise RuntimeError("could not arm the rule: the meta row kept changing")
+    return names, values, (
+        (f"SET #a = :m, #u = :now{mark}{add}", f"(attribute_not_exists(#a) OR #a > :m OR #a < :cut){lease}"),
+        (f"SET #u = :now{mark}{add}", f"attribute_exists(#a) AND #a <= :m AND #a >= :cut{lease}"),
+    )
 
 
 def release_lease(ddb: DynamoDBClient, s: Settings, clock: Clock, polling_since_ms: int) -> bool:

@@ -76,6 +76,14 @@ class DeadClaims:
 
     tokens: frozenset[str] = frozenset()
     stream_batches: frozenset[str] = frozenset()
+    # the batches' sequence-number ranges, read once (a poll asks for every row it reads); an entry
+    # that is not "<start>-<end>" names no claim
+    _ranges: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        ranges = (b.split("-") for b in self.stream_batches)
+        object.__setattr__(self, "_ranges", tuple(
+            (int(r[0]), int(r[1])) for r in ranges if len(r) == 2 and r[0].isdigit() and r[1].isdigit()))
 
     def __contains__(self, token: object) -> bool:
         if not isinstance(token, str):
@@ -83,10 +91,10 @@ class DeadClaims:
         if token in self.tokens:
             return True
         seq = token.removeprefix(STREAM_TOKEN_PREFIX)
-        if seq == token or not seq.isdigit() or not self.stream_batches:
+        if seq == token or not seq.isdigit() or not self._ranges:
             return False
         n = int(seq)
-        return any(int(lo) <= n <= int(hi) for lo, hi in (b.split("-") for b in self.stream_batches))
+        return any(lo <= n <= hi for lo, hi in self._ranges)
 
 
 def claimed_by_dead_work(task: Task, died: Container[str]) -> bool:
