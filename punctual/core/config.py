@@ -60,8 +60,19 @@ class Settings:
     max_wait_ms: int = 2000
     # Delay-queue messages are planned to become visible up to this long before due;
     # the consumer waits the rest, so delivery is on the ms rather than up to 1 s late.
-    # 0 = DelaySeconds rounded up to due (never visible early, ~500 ms mean lateness).
-    wake_early_ms: int = 1000
+    # 0 = DelaySeconds rounded up to due (never visible early, ~500 ms mean lateness). 1,200: a
+    # message visible as late as it may be (due - 200 ms) is still picked up before due
+    # (docs/benchmark.md, "The wake-early curve"); 1,000 costs ~11% less and is ~180 ms late at p99.
+    wake_early_ms: int = 1200
+    # The poll sends its messages each at the moment that makes whole seconds of DelaySeconds land
+    # it this long before its due ms (at most ``align_step_ms`` later), instead of anywhere in the
+    # second after due - wake_early_ms: the consumer waits less (Lambda bills each ms) and is not
+    # started after due (docs/architecture.md, "Sends aligned to the due ms"). 0 = off. Only in a
+    # poll with at least ``align_min_messages`` such messages: the poll then runs up to a second
+    # longer, which costs more than it saves for fewer.
+    aligned_wake_ms: int = 400
+    align_step_ms: int = 100
+    align_min_messages: int = 8
     # A meta arming older than this is treated as dead (its poll never ran).
     stale_arm_seconds: int = 900
     # One poll at a time: a poll holds a lease in the meta row (``polling_ms``) for this long; a
@@ -103,6 +114,12 @@ class Settings:
             )
         if not 0 <= self.wake_early_ms <= self.max_wait_ms:
             raise ValueError(f"wake_early_ms must be 0..max_wait_ms ({self.max_wait_ms}), got {self.wake_early_ms}")
+        if not 0 <= self.aligned_wake_ms <= self.max_wait_ms:
+            raise ValueError(f"aligned_wake_ms must be 0..max_wait_ms ({self.max_wait_ms}), got {self.aligned_wake_ms}")
+        if not 1 <= self.align_step_ms <= 1000:
+            raise ValueError(f"align_step_ms must be 1..1000, got {self.align_step_ms}")
+        if self.align_min_messages < 1:
+            raise ValueError(f"align_min_messages must be >= 1, got {self.align_min_messages}")
         if self.orphan_grace_seconds < 0:
             raise ValueError("orphan_grace_seconds must be >= 0")
         if self.poll_lease_seconds < 1:
@@ -173,6 +190,9 @@ ENV: dict[str, str] = {
     "max_attempts": "PUNCTUAL_MAX_ATTEMPTS",
     "max_wait_ms": "PUNCTUAL_MAX_WAIT_MS",
     "wake_early_ms": "PUNCTUAL_WAKE_EARLY_MS",
+    "aligned_wake_ms": "PUNCTUAL_ALIGNED_WAKE_MS",
+    "align_step_ms": "PUNCTUAL_ALIGN_STEP_MS",
+    "align_min_messages": "PUNCTUAL_ALIGN_MIN_MESSAGES",
     "fast_path_seconds": "PUNCTUAL_FAST_PATH_SECONDS",
     "stale_arm_seconds": "PUNCTUAL_STALE_ARM_SECONDS",
     "poll_lease_seconds": "PUNCTUAL_POLL_LEASE_SECONDS",

@@ -51,8 +51,8 @@ def test_row_due_in_5s_is_enqueued_at_once_with_its_delay(stack, reader):
     sent = Sent(stack.sqs)
     stack.put_raw(sk_at(T0_MS + 5000, "a"), {"x": "1"})
     assert run(stack, reader) == {"batchItemFailures": []}
-    # visible wake_early_ms (1 s) before due; the consumer waits the rest
-    assert stack.settings.wake_early_ms == 1000
+    # visible up to wake_early_ms (1.2 s) before due, here ceil(3.8 s): 0.2 s; the consumer waits the rest
+    assert stack.settings.wake_early_ms == 1200
     assert [e["DelaySeconds"] for e in sent.entries] == [4]
     stack.deps.clock.frozen.tick(3.5)
     assert stack.drain(stack.settings.delay_queue_url) == []  # not visible before its delay
@@ -473,7 +473,7 @@ def test_every_horizon_in_one_batch(stack, reader):
     assert run(stack, reader) == {"batchItemFailures": []}
     delays = {p["sk"].split("#")[1]: e["DelaySeconds"] for e in sent.entries
               for p in pointers_of(json.loads(e["MessageBody"]))}
-    # ceil towards due - wake_early_ms (1 s) - the group's extra wake (2 ms for two rows): the raw
+    # ceil towards due - wake_early_ms (1.2 s) - the group's extra wake (2 ms for two rows): the raw
     # and client rows of each horizon (1 ms apart) share one message, timed by its first row
     assert delays == {
         "raw-m1h": 0, "cli-m1h": 0, "raw-p300ms": 0, "cli-p300ms": 0, "raw-p5s": 4, "cli-p5s": 4,

@@ -64,6 +64,6 @@ def test_a_groups_delay_is_computed_from_its_first_row(stack):
     [entry] = log.entries
     assert [p["sk"] for p in pointers_of(json.loads(entry["MessageBody"]))] == [
         encode_sk(first, "first"), encode_sk(last, "last")]
-    # ceil((first - wake_early 1000 ms - group extra wake 2 ms - now) / 1000) = ceil(598.998) = 599;
-    # from the last row it would be ceil(599.898) = 600
+    # ceil((first - wake_early 1200 ms - group extra wake 2 ms - now) / 1000) = ceil(598.798) = 599;
+    # from the last row it would be ceil(599.698) = 600
     assert entry["DelaySeconds"] == 599

@@ -47,19 +47,19 @@ def poll_when_armed(stack, frozen):
     return poll(stack.deps)
 
 
-def test_default_delays_wake_the_consumer_up_to_1s_before_due(stack):
-    """Default wake_early_ms = 1000: DelaySeconds is ceil towards due - 1 s, so the message is
-    visible at most 1 s early (the consumer waits the rest) and never earlier than that."""
+def test_default_delays_wake_the_consumer_up_to_1_2s_before_due(stack):
+    """Default wake_early_ms = 1200: DelaySeconds is ceil towards due - 1.2 s, so the message is
+    visible at most 1.2 s early (the consumer waits the rest) and never earlier than that."""
     # one message per row (these rows are due within a second of each other: grouped, they
     # would share the first one's delay; see test_rows_due_together_share_one_message)
     stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, group_span_ms=0)
     log = SentLog(stack.sqs)
-    assert stack.settings.wake_early_ms == 1000
+    assert stack.settings.wake_early_ms == 1200
     rows = {
         sk(-1, "past-1ms"): 0,
         sk(1, "in-1ms"): 0,
-        sk(1000, "in-1s"): 0,
-        sk(1001, "in-1.001s"): 1,
+        sk(1200, "in-1.2s"): 0,
+        sk(1201, "in-1.201s"): 1,
         sk(100 * S, "in-100s"): 99,
         sk(900 * S, "window-edge"): 899,
     }
@@ -69,7 +69,67 @@ def test_default_delays_wake_the_consumer_up_to_1s_before_due(stack):
     assert log.delays() == rows
     for key, delay in rows.items():
         due = int(key[:13])
-        assert due - 1000 <= T0_MS + delay * 1000 <= max(due, T0_MS)
+        assert due - 1200 <= T0_MS + delay * 1000 <= max(due, T0_MS)
+
+
+def _send_times(stack):
+    """(virtual time of the call, DelaySeconds, sk) of every delay-queue entry the poll sends."""
+    out = []
+
+    def capture(params, **_):
+        now = stack.deps.clock.now_ms()
+        out.extend((now, e["DelaySeconds"], pointers_of(json.loads(e["MessageBody"]))[0]["sk"])
+                   for e in params["Entries"])
+    stack.sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", capture)
+    return out
+
+
+def test_a_poll_sends_each_message_at_the_phase_that_lands_it_on_its_aligned_wake(stack):
+    """aligned_wake_ms = 300, align_step_ms = 100: each message is sent at the moment that makes its
+    whole seconds of DelaySeconds land it 300 ms before its row's due ms, or at most the step later
+    (planning.aligned_send_times); a row due too soon for that is sent at once, the default way;
+    the poll runs less than a second longer. Pins the DelaySeconds and the send times. Mutants: no
+    wait for the phases (the aligned messages sent at once: visible up to 700 ms after due); a
+    shared send made at its first phase (c then visible 649 ms after its due ms)."""
+    stack.settings = stack.deps.settings = dataclasses.replace(
+        stack.settings, group_span_ms=0, aligned_wake_ms=300, align_step_ms=100, align_min_messages=3)
+    sent = _send_times(stack)
+    offsets = {"a": 100_250, "b": 100_700, "c": 200_050, "d": 300_999, "soon": 1_250}
+    for name, off in offsets.items():
+        stack.put_raw(sk(off, name), {"n": name})
+
+    assert poll(stack.deps).sent == 5
+
+    by_row = {key.split("#")[1]: (at, delay) for at, delay, key in sent}
+    # targets (due - 300) a 99,950, b 100,400, c 199,750, d 300,699: phases 950, 400, 750, 699;
+    # d and c share the send at 750 (d 51 ms after its phase: still a whole 300 s of delay)
+    assert by_row == {
+        "soon": (T0_MS, 1),  # aligned, under a second away: at once, ceil((1,250 - wake_early 1,200) / 1,000)
+        "b": (T0_MS + 400, 100),
+        "d": (T0_MS + 750, 300),
+        "c": (T0_MS + 750, 199),
+        "a": (T0_MS + 950, 99),
+    }
+    for name, off in offsets.items():
+        at, delay = by_row[name]
+        due = T0_MS + off
+        if name != "soon":
+            assert due - 300 <= at + delay * 1000 < due - 300 + 100
+    assert max(at for at, _ in by_row.values()) < T0_MS + 1000
+
+
+def test_a_poll_with_fewer_messages_than_align_min_sends_them_all_at_once(stack):
+    """Under align_min_messages the poll's second of waiting costs more than the consumers save:
+    every message goes at once, made visible up to wake_early_ms (1.2 s) before due as by default."""
+    stack.settings = stack.deps.settings = dataclasses.replace(
+        stack.settings, group_span_ms=0, aligned_wake_ms=300, align_min_messages=3)
+    sent = _send_times(stack)
+    stack.put_raw(sk(100_250, "a"), {"n": "a"})
+    stack.put_raw(sk(200_050, "b"), {"n": "b"})
+
+    assert poll(stack.deps).sent == 2
+    # ceil((due - 1,200) / 1,000): 99,050 -> 100; 198,850 -> 199
+    assert sorted((at, delay) for at, delay, _ in sent) == [(T0_MS, 100), (T0_MS, 199)]
 
 
 def test_a_cluster_is_made_visible_early_enough_for_lambda_to_scale_its_consumers(stack):
@@ -84,8 +144,8 @@ def test_a_cluster_is_made_visible_early_enough_for_lambda_to_scale_its_consumer
     for key in [*cluster, lone]:
         stack.put_raw(key, {"k": key})
     poll(stack.deps)
-    # due - 1 s (wake-early) - 2.4 s: T0 + 97.1 s .. 97.159 s -> ceil 98; the lone row: 199
-    assert log.delays() == {**{key: 98 for key in cluster}, lone: 199}
+    # due - 1.2 s (wake-early) - 2.4 s: T0 + 96.9 s .. 96.959 s -> ceil 97; the lone row: 199
+    assert log.delays() == {**{key: 97 for key in cluster}, lone: 199}
     extras = {json.loads(e["MessageBody"])["sk"]: json.loads(e["MessageBody"]).get("extra_wake_ms") for e in log.entries}
     assert extras == {**{key: 2_400 for key in cluster}, lone: None}
 
@@ -101,7 +161,7 @@ def test_a_cluster_is_shared_over_consumers_a_group_each(stack):
     bodies = [json.loads(e["MessageBody"]) for e in log.entries]
     assert [(len(b["rows"]), b["consumer_rows"], b.get("extra_wake_ms")) for b in bodies] == [
         (250, 250, 1_000), (250, 250, 1_000), (100, 250, 1_000)]
-    # ceil((first due - 1,000 - 1,000) / 1,000): 98,000 -> 98; 98,250 -> 99; 98,500 -> 99
+    # ceil((first due - 1,200 - 1,000) / 1,000): 97,800 -> 98; 98,050 -> 99; 98,300 -> 99
     assert [e["DelaySeconds"] for e in log.entries] == [98, 99, 99]
 
 
@@ -332,7 +392,8 @@ def test_crash_after_claim_before_send_loses_nothing(stack, frozen):
 def test_crash_after_send_before_final_arm(stack, frozen):
     keys = _fill(stack, 8)
     log = SentLog(stack.sqs)
-    Faults(stack.sqs).crash_after("SendMessageBatch")
+    # two sends: the row due now at once, the seven others together at their shared phase (aligned)
+    Faults(stack.sqs).crash_after("SendMessageBatch", nth=2)
     with pytest.raises(InjectedCrash):
         poll(stack.deps)
     assert len(log.entries) == 8
@@ -342,6 +403,24 @@ def test_crash_after_send_before_final_arm(stack, frozen):
     assert report.sent == 0 and report.in_flight == 8
     assert len(log.entries) == 8  # no duplicate
     assert sorted(b["sk"] for b in delay_bodies(stack)) == keys
+
+
+def test_a_poll_dying_between_its_aligned_sends_is_finished_by_its_retry(stack, frozen):
+    """The poll sends the row due now at once and dies before the seven others' phase: they are
+    claimed, not sent. Lambda's retry of the invocation (the same token, a minute later) sends them
+    at once (they are its own claims), each once; the row sent before the crash goes again (a
+    duplicate after a crash, invariant 5). Mutant: the retry not taking its own claims over (the
+    seven wait for the orphan check, 5 minutes)."""
+    keys = _fill(stack, 8)
+    log = SentLog(stack.sqs)
+    Faults(stack.sqs).crash_after("SendMessageBatch", nth=1)
+    with pytest.raises(InjectedCrash):
+        poll(stack.deps, token="invocation-1")
+    assert log.sks() == [keys[0]]
+    frozen.tick(60)
+    report = poll(stack.deps, token="invocation-1")
+    assert report.sent == 8
+    assert sorted(log.sks()) == sorted([keys[0], *keys])
 
 
 def test_lost_message_is_resent_as_orphan(stack, frozen):

@@ -361,3 +361,48 @@ def test_an_editor_arms_soon_over_a_dead_arm_and_its_own_minute_otherwise():
     assert minute_over_dead_arm(far, ArmState(T0 + 5 * MINUTE_MS + 30_000, 7), now, stale) == far  # begun 15 min ago: live
     assert minute_over_dead_arm(far, ArmState(None, 7), now, stale) == far  # disabled: nothing pending
     assert minute_over_dead_arm(T0 + 21 * MINUTE_MS, ArmState(T0, 7), now, stale) == T0 + 21 * MINUTE_MS
+
+
+# -- sends aligned to the due ms (planning.aligned_send_times) --------------------------------
+
+def test_aligned_sends_pin_each_phase_and_share_a_send_within_the_step():
+    """Each message is sent at the moment in [now, now + 1 s) a whole number of seconds before its
+    target; phases within the step share a send, made at the LAST of them (sent at the first, the
+    later ones' DelaySeconds would round up a whole second). Mutants: the first phase of a step;
+    a target under a second away planned."""
+    from punctual.core.planning import aligned_send_times
+
+    now = T0
+    targets = [now + 5_300, now + 2_340, now + 999, now + 61_310, now + 1_000, now + 7_900]
+    plan = aligned_send_times(targets, now, 100)
+    # phases: 300, 340, (999: under a second away), 310, 0, 900
+    assert plan == [(now + 0, [4]), (now + 340, [0, 3, 1]), (now + 900, [5])]
+    for at, idx in plan:
+        for i in idx:
+            d = delay_seconds(targets[i], at)
+            assert targets[i] <= at + d * 1000 < targets[i] + 100
+    assert aligned_send_times([], now, 100) == []
+    with pytest.raises(ValueError):
+        aligned_send_times(targets, now, 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    now=st.integers(T0, T0 + 10**10),
+    offsets=st.lists(st.integers(-5_000, 900_000), max_size=40),
+    step=st.integers(1, 1000),
+)
+def test_an_aligned_send_is_never_visible_before_its_target_nor_a_step_after(now, offsets, step):
+    from punctual.core.planning import aligned_send_times
+
+    targets = [now + off for off in offsets]
+    plan = aligned_send_times(targets, now, step)
+    planned = [i for _, idx in plan for i in idx]
+    assert sorted(planned) == [i for i, off in enumerate(offsets) if off >= 1000]
+    assert [at for at, _ in plan] == sorted(at for at, _ in plan)
+    for at, idx in plan:
+        assert now <= at < now + 1000
+        for i in idx:
+            d = delay_seconds(targets[i], at)
+            assert 1 <= d <= 900
+            assert targets[i] <= at + d * 1000 < targets[i] + step

@@ -223,7 +223,7 @@ def _send_window(deps: Deps, token: str | None, died: DeadClaims, report: PollRe
         reject_row(deps.ddb, deps.sqs, s, clock, rows[task.pk, task.sk][0], undeliverable(task), "poller")
         report.rejected += 1
     sent = claim_and_send(deps.ddb, deps.sqs, s, clock, [send.task for send in plan.sends], token=token,
-                          take_over=died)
+                          take_over=died, align=True)
     report.sent, report.skipped, report.failed = len(sent.sent), len(sent.skipped), len(sent.failed)
     return after_send(plan, [t.due_ms for t in sent.skipped], [t.due_ms for t in sent.failed], clock.now_ms(),
                       s.orphan_grace_ms)

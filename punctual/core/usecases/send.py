@@ -3,26 +3,36 @@ stream batch (the editor's fast path).
 
 Claim every task (a conditional write per row), group the claimed rows due within
 ``group_span_ms`` of each other into one delay-queue message (planning.group_by_due), send
-the messages with DelaySeconds recomputed at send time, and release the claims of a message
-whose send failed for good. A crash between claim and send leaves claimed rows that the
+the messages with DelaySeconds recomputed at send time (a poll's each at the moment that makes it
+visible ``aligned_wake_ms`` before due: planning.aligned_send_times), and release the claims of a
+message whose send failed for good. A crash between claim and send leaves claimed rows that the
 orphan check resends later: late, never lost, never early.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Collection, Container, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from punctual.core import observability as obs
-from punctual.core.clock import Clock
+from punctual.core.clock import Clock, sleep_until
 from punctual.core.config import Settings
 from punctual.core.keys import due_second
 from punctual.core.models import DelayGroup, Task
 from punctual.core.parallel import Skipped, pmap_or_stop
-from punctual.core.planning import delay_seconds, extra_wake_ms, group_by_due, message_consumer_rows, rows_per_second
-from punctual.core.queues import Outgoing, send_all
+from punctual.core.planning import (
+    aligned_send_times,
+    delay_seconds,
+    extra_wake_ms,
+    group_by_due,
+    group_extra_wake_ms,
+    message_consumer_rows,
+    rows_per_second,
+)
+from punctual.core.queues import Failed, Outgoing, send_all
+from punctual.core.retry import time_left_ms
 from punctual.core.store import claim, release
 
 if TYPE_CHECKING:
@@ -95,7 +105,8 @@ SEND_CHUNK_ROWS = 1000
 
 
 def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
-                   token: str | Mapping[str, str] | None = None, take_over: Container[str] = ()) -> SendReport:
+                   token: str | Mapping[str, str] | None = None, take_over: Container[str] = (),
+                   align: bool = False) -> SendReport:
     """Claim ``tasks`` (sorted by due) and send them in groups, ``s.send_workers`` calls at a time,
     ``SEND_CHUNK_ROWS`` at a time in due order; once the table refuses a claim, the rest are not
     tried (failed: the caller makes sure a poll comes for them).
@@ -103,12 +114,16 @@ def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Cloc
     ``token`` (one for all, or by sk) names the work the claims belong to: a retry of that work
     (the same token) may claim and resend rows an earlier, crashed attempt claimed
     (docs/architecture.md, "A retry finishes what a crashed attempt claimed"); so may work holding a
-    token of ``take_over`` (a poll that took over the lease of one that died)."""
+    token of ``take_over`` (a poll that took over the lease of one that died).
+
+    ``align``: messages are sent aligned to their due ms (``s.aligned_wake_ms``, :func:`_send`)
+    when the rows fit one chunk (a bigger send must not wait a second a chunk)."""
     report = SendReport()
     clusters = rows_per_second(t.due_ms for t in tasks)
+    align = align and s.aligned_wake_ms > 0 and len(tasks) <= SEND_CHUNK_ROWS
     for start in range(0, len(tasks), SEND_CHUNK_ROWS):
         chunk = tasks[start : start + SEND_CHUNK_ROWS]
-        if not _claim_and_send_chunk(ddb, sqs, s, clock, chunk, token, take_over, clusters, report):
+        if not _claim_and_send_chunk(ddb, sqs, s, clock, chunk, token, take_over, clusters, align, report):
             report.failed += tasks[start + SEND_CHUNK_ROWS :]  # the table refused: not tried
             break
     return report
@@ -116,7 +131,7 @@ def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Cloc
 
 def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
                           token: str | Mapping[str, str] | None, take_over: Container[str],
-                          clusters: Mapping[int, int], report: SendReport) -> bool:
+                          clusters: Mapping[int, int], align: bool, report: SendReport) -> bool:
     """Claim and send ``tasks``; False when the table refused a claim (the rest of them not tried).
     ``clusters``: how many rows of the whole send are due in each second (planning.rows_per_second):
     a message of a big cluster is made visible early enough for Lambda to scale its consumers."""
@@ -134,12 +149,10 @@ def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, cloc
         for g in groups
     ]
 
-    def delay_for(o: Outgoing) -> int:
-        g: tuple[int, ...] = o.ref  # type: ignore[assignment]
-        return delay_seconds(claimed[g[0]][0].due_ms, clock.now_ms(), s.wake_early_ms + extra[g])
-
-    failures = {f.ref: f for f in send_all(sqs, s.delay_queue_url, out, clock, delay_for=delay_for,
-                                            workers=s.send_workers)}
+    # a message of a cluster that needs many consumers keeps its early wake; the others may be aligned
+    alignable = [g for g in groups if extra[g] == group_extra_wake_ms(len(g))] if align else []
+    due = {g: claimed[g[0]][0].due_ms for g in groups}
+    failures = {f.ref: f for f in _send(sqs, s, clock, out, due, extra, alignable)}
     for g in groups:
         failure = failures.get(g)
         for i in g:
@@ -152,3 +165,36 @@ def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, cloc
             release(ddb, s, clock, task, at, counts=failure.sender_fault)
             report.failed.append(task)
     return not refused
+
+
+def _send(sqs: SQSClient, s: Settings, clock: Clock, out: Sequence[Outgoing], due: Mapping[Any, int],
+          extra: Mapping[Any, int], alignable: Collection[object]) -> list[Failed]:
+    """Send ``out`` (``ref``: a group; ``due``: its first row's due ms), failures returned. A message
+    is made visible ``s.wake_early_ms`` + its ``extra`` wake before its due ms, or up to a second
+    after that (DelaySeconds are whole seconds, rounded up).
+
+    When at least ``s.align_min_messages`` of them are ``alignable``, those are sent last, each at
+    its phase (planning.aligned_send_times): visible ``s.aligned_wake_ms`` + its extra wake before
+    its due ms, or at most ``s.align_step_ms`` after that. The rest go at once."""
+    left = time_left_ms(clock)
+    aligned = [o for o in out if o.ref in alignable]
+    if len(aligned) < s.align_min_messages or (left is not None and left < ALIGN_RESERVE_MS):
+        aligned = []
+    plan = aligned_send_times([due[o.ref] - s.aligned_wake_ms - extra[o.ref] for o in aligned], clock.now_ms(),
+                              s.align_step_ms)
+    timed = {aligned[i].ref for _, idx in plan for i in idx}
+    wake = {o.ref: (s.aligned_wake_ms if o.ref in timed else s.wake_early_ms) + extra[o.ref] for o in out}
+
+    def send(batch: Sequence[Outgoing]) -> list[Failed]:
+        return send_all(sqs, s.delay_queue_url, batch, clock, workers=s.send_workers,
+                        delay_for=lambda o: delay_seconds(due[o.ref], clock.now_ms(), wake[o.ref]))
+
+    failed = send([o for o in out if o.ref not in timed])
+    for at, idx in plan:
+        sleep_until(clock, at)
+        failed += send([aligned[i] for i in idx])
+    return failed
+
+
+# Aligned sends take up to a second: not started with less than this left before the deadline.
+ALIGN_RESERVE_MS = 5000
