@@ -56,8 +56,10 @@ class Settings:
     orphan_grace_seconds: int = 300
     # Sends of one row before it is moved to the rejected queue as undeliverable.
     max_attempts: int = 5
-    # Consumer: a message this close to due waits in-process; farther, it is put back.
-    max_wait_ms: int = 2000
+    # Consumer: a message this close to due waits in-process; farther, it is put back (to whole
+    # seconds: a put-back can make it late). At least wake_early_ms + 1 s, so that a message SQS
+    # shows up to a second before its delay ends (the benchmark's early reading) still waits.
+    max_wait_ms: int = 2500
     # Delay-queue messages are planned to become visible up to this long before due;
     # the consumer waits the rest, so delivery is on the ms rather than up to 1 s late.
     # 0 = DelaySeconds rounded up to due (never visible early, ~500 ms mean lateness). 1,200: a
