@@ -72,7 +72,7 @@ class Settings:
     # started after due (docs/architecture.md, "Sends aligned to the due ms"). 0 = off. Only in a
     # poll with at least ``align_min_messages`` such messages: the poll then runs up to a second
     # longer, which costs more than it saves for fewer.
-    aligned_wake_ms: int = 400
+    aligned_wake_ms: int = 500
     align_step_ms: int = 100
     align_min_messages: int = 8
     # A meta arming older than this is treated as dead (its poll never ran).
