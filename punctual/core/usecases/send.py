@@ -12,7 +12,8 @@ orphan check resends later: late, never lost, never early.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Container, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -150,7 +151,7 @@ def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, cloc
     ]
 
     # a message of a cluster that needs many consumers keeps its early wake; the others may be aligned
-    alignable = [g for g in groups if extra[g] == group_extra_wake_ms(len(g))] if align else []
+    alignable = {g for g in groups if extra[g] == group_extra_wake_ms(len(g))} if align else set()
     due = {g: claimed[g[0]][0].due_ms for g in groups}
     failures = {f.ref: f for f in _send(sqs, s, clock, out, due, extra, alignable)}
     for g in groups:
@@ -167,8 +168,12 @@ def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, cloc
     return not refused
 
 
+# Aligned sends take up to a second: not started with less than this left before the deadline.
+ALIGN_RESERVE_MS = 5000
+
+
 def _send(sqs: SQSClient, s: Settings, clock: Clock, out: Sequence[Outgoing], due: Mapping[Any, int],
-          extra: Mapping[Any, int], alignable: Collection[object]) -> list[Failed]:
+          extra: Mapping[Any, int], alignable: AbstractSet[object]) -> list[Failed]:
     """Send ``out`` (``ref``: a group; ``due``: its first row's due ms), failures returned. A message
     is made visible ``s.wake_early_ms`` + its ``extra`` wake before its due ms, or up to a second
     after that (DelaySeconds are whole seconds, rounded up).
@@ -195,6 +200,3 @@ def _send(sqs: SQSClient, s: Settings, clock: Clock, out: Sequence[Outgoing], du
         failed += send([aligned[i] for i in idx])
     return failed
 
-
-# Aligned sends take up to a second: not started with less than this left before the deadline.
-ALIGN_RESERVE_MS = 5000
