@@ -17,6 +17,7 @@ _EXPORTS = {
     "RedriveReport": "punctual.client",
     "RedriveLeft": "punctual.client",
     "AlreadyDelivered": "punctual.errors",
+    "AlreadyEnqueued": "punctual.errors",
     "AlreadyExists": "punctual.errors",
     "InvalidSchedule": "punctual.errors",
     "NotFound": "punctual.errors",
@@ -25,6 +26,7 @@ _EXPORTS = {
 }
 __all__ = [
     "AlreadyDelivered",
+    "AlreadyEnqueued",
     "AlreadyExists",
     "InvalidSchedule",
     "NotFound",
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from punctual.client import PunctualClient, RedriveLeft, RedriveReport, ScheduledTask
     from punctual.errors import (
         AlreadyDelivered,
+        AlreadyEnqueued,
         AlreadyExists,
         InvalidSchedule,
         NotFound,

@@ -21,7 +21,7 @@ from punctual.core.config import META_PK, Settings
 from punctual.core.ddbjson import UnsupportedValue, from_plain
 from punctual.core.errors import error_code, is_conditional_failure, is_retryable
 from punctual.core.keys import MAX_DUE_MS, InvalidKey, decode_sk, encode_sk, fence_key, validate_id
-from punctual.core.models import ATTR_ENQUEUED_MS, RowRejected, Task, item_key, task_from_item
+from punctual.core.models import ATTR_DIRECT, ATTR_ENQUEUED_MS, RowRejected, Task, item_key, task_from_item
 from punctual.core.redrive import EXISTS, SKIPPED, NotRedrivable, fresh_row, parse_rejection
 from punctual.core.retry import call_with_retry, retry_unprocessed, retry_wait_ms
 from punctual.core.store import (
@@ -34,7 +34,7 @@ from punctual.core.store import (
     row_key,
 )
 
-from .errors import AlreadyDelivered, AlreadyExists, InvalidSchedule, NotFound, PartialWrite, PunctualError
+from .errors import AlreadyDelivered, AlreadyEnqueued, AlreadyExists, InvalidSchedule, NotFound, PartialWrite, PunctualError
 
 BATCH_WRITE = 25
 # A message redrive leaves on the queue stays hidden this long while the run goes on (so it is
@@ -308,11 +308,9 @@ class PunctualClient:
         of the tasks due in the same second (same partition) begins: at most one second before the
         task's due time (docs/architecture.md, "Cancellation never lies")."""
         sk = task_key(key)
-        current = self._read(sk)
-        if current is None:
-            raise self._missing(sk)
+        current = self._pending(sk)
         if self._write_unless_delivering(sk, [self._delete_op(current)]):
-            raise self._missing(sk)  # gone since it was read
+            raise self._gone(sk)  # gone, or sent (direct delivery), since it was read
         return self._task(current, sk)
 
     def reschedule(self, key: Any, at: When) -> ScheduledTask:
@@ -321,9 +319,7 @@ class PunctualClient:
         even if it was already pushed to the delay queue; once it began (as for :meth:`cancel`),
         :class:`AlreadyDelivered` is raised and no new task is made."""
         sk = task_key(key)
-        current = self._read(sk)
-        if current is None:
-            raise self._missing(sk)
+        current = self._pending(sk)
         old = self._task(current, sk)
         item, task = self.build_item(at, old.payload, old.id)
         if task.sk == sk:
@@ -334,14 +330,31 @@ class PunctualClient:
             {"Put": {"TableName": self.table_name, "Item": item, "ConditionExpression": "attribute_not_exists(sk)"}},
         ])
         if codes and codes[0] == CHECK_FAILED:
-            raise self._missing(sk)
+            raise self._gone(sk)
         if codes:
             raise AlreadyExists(task.sk)
         return ScheduledTask.of(task)
 
     def _delete_op(self, current: dict[str, Any]) -> dict[str, Any]:
+        """Delete the row while it exists and is not sent to the delivery queue already (direct
+        delivery's claim marks it: store.claim)."""
         return {"Delete": {"TableName": self.table_name, "Key": item_key(current),
-                           "ConditionExpression": "attribute_exists(sk)"}}
+                           "ConditionExpression": "attribute_exists(sk) AND attribute_not_exists(#d)",
+                           "ExpressionAttributeNames": {"#d": ATTR_DIRECT}}}
+
+    def _pending(self, sk: str) -> dict[str, Any]:
+        """The row ``sk`` while a cancel or reschedule can still stop it; else the error that says why."""
+        current = self._read(sk)
+        if current is None:
+            raise self._missing(sk)
+        if ATTR_DIRECT in current:
+            raise AlreadyEnqueued(sk)
+        return current
+
+    def _gone(self, sk: str) -> NotFound:
+        """Why the row ``sk`` could not be deleted: sent by direct delivery since it was read, or gone."""
+        current = self._read(sk)
+        return AlreadyEnqueued(sk) if current is not None and ATTR_DIRECT in current else self._missing(sk)
 
     def _write_unless_delivering(self, sk: str, ops: list[dict[str, Any]]) -> list[str]:
         """TransactWriteItems of ``ops`` (about the row ``sk``) and a check that no delivery of its

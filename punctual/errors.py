@@ -33,6 +33,17 @@ class AlreadyDelivered(NotFound):
         super().__init__(key, f"task {key!r} is due already and no longer pending: delivered or being delivered")
 
 
+class AlreadyEnqueued(AlreadyDelivered):
+    """Direct delivery (the construct's ``delivery="direct"``): the task's event was sent to the
+    delivery queue already, with the delay that makes it visible at its due time; it can no longer
+    be stopped. A task is sent within ``window_seconds`` (at most 15 minutes) before it is due.
+    Subclass of :class:`AlreadyDelivered`."""
+
+    def __init__(self, key: str):
+        NotFound.__init__(self, key, f"task {key!r} was sent to the delivery queue already (direct delivery): "
+                                     "it can no longer be cancelled or moved")
+
+
 class AlreadyExists(PunctualError):
     """A task with the same due millisecond and id exists: ids must be unique per ms."""
 

@@ -27,6 +27,10 @@ RULE_DESCRIPTION = "Punctual poller trigger: a one-shot cron re-armed by Punctua
 # Shapes of the delivery-queue body: Punctual's DeliveredEvent, or cdk-scheduler's
 # {"publicationTimestamp", "payload" as DynamoDB JSON} (docs/migrating.md, "The delivered event").
 EVENT_FORMATS = ("punctual", "cdk-scheduler")
+# Settings.delivery: "consumer" (the delay queue and the consumer deliver on the ms, cancellable
+# until then) or "direct" (the poller and the editor send each event to the delivery queue
+# themselves, with DelaySeconds: docs/architecture.md, "Direct delivery").
+DELIVERY_MODES = ("consumer", "direct")
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,11 @@ class Settings:
     # (more when its first message alone holds more); it hands the other messages straight back to
     # the delay queue for other invocations (consumer_rules.hand_off; docs/architecture.md "Groups").
     consumer_max_rows: int = 1000
+    # How tasks reach the delivery queue: one of DELIVERY_MODES. "direct": no delay queue and no
+    # consumer; a task is sent within its window before due (cancellable until then), visible on
+    # the delivery queue at most ``align_step_ms`` after its due ms (docs/architecture.md,
+    # "Direct delivery").
+    delivery: str = "consumer"
     # Shape of each delivery-queue message body: one of EVENT_FORMATS.
     event_format: str = "punctual"
     # Log lines below this level are not written (observability.LEVELS; metrics always are).
@@ -137,6 +146,9 @@ class Settings:
         if self.event_format not in EVENT_FORMATS:
             raise ValueError(f"event_format must be one of {', '.join(map(repr, EVENT_FORMATS))}, "
                              f"got {self.event_format!r}")
+        if self.delivery not in DELIVERY_MODES:
+            raise ValueError(f"delivery must be one of {', '.join(map(repr, DELIVERY_MODES))}, "
+                             f"got {self.delivery!r}")
         if self.partition_key_value == META_PK:
             raise ValueError(f"partition_key_value {META_PK!r} is reserved")
         if not 1 <= self.shards <= MAX_SHARDS:
@@ -155,6 +167,11 @@ class Settings:
     def partition_for_key(self, sk: str) -> str:
         """The partition key value of the task with sort key ``sk`` (``"<epoch-ms>#<id>"``)."""
         return self.partition_for(task_id_of(sk))
+
+    @property
+    def direct(self) -> bool:
+        """Direct delivery: the poller and the editor send each event to the delivery queue."""
+        return self.delivery == "direct"
 
     @property
     def window_ms(self) -> int:
@@ -205,6 +222,7 @@ ENV: dict[str, str] = {
     "group_span_ms": "PUNCTUAL_GROUP_SPAN_MS",
     "consumer_max_rows": "PUNCTUAL_CONSUMER_MAX_ROWS",
     "event_format": "PUNCTUAL_EVENT_FORMAT",
+    "delivery": "PUNCTUAL_DELIVERY",
     "log_level": "PUNCTUAL_LOG_LEVEL",
 }
 
@@ -217,6 +235,8 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "consumer": ("table_name", "delivery_queue_url", "rejected_queue_url"),
     "editor": ("table_name", "delay_queue_url", "rejected_queue_url", "rule_name"),
 }
+# In direct delivery the poller and the editor send to the delivery queue; there is no delay queue.
+_DIRECT_QUEUE = {"delay_queue_url": "delivery_queue_url"}
 
 
 class MissingSetting(ValueError):
@@ -226,7 +246,9 @@ class MissingSetting(ValueError):
 def check_required(environ: Mapping[str, str], function: str) -> None:
     """:class:`MissingSetting` naming the first variable ``function`` needs (:data:`REQUIRED`) that
     ``environ`` lacks or leaves blank (a default such as table "punctual" would be a wrong guess)."""
+    direct = environ.get(ENV["delivery"], "").strip() == "direct"
     for attr in REQUIRED[function]:
+        attr = _DIRECT_QUEUE.get(attr, attr) if direct else attr
         if not environ.get(ENV[attr], "").strip():
             raise MissingSetting(
                 f"{ENV[attr]} is not set: the {function} function needs it (the Scheduler construct "

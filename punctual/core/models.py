@@ -29,6 +29,9 @@ ATTR_CLAIM = "punctual_claim"
 # How many times a claim of the row was taken over from work that died (store.claim): such claims
 # add no attempt, so this bounds a row that kills whoever claims it (planning.MAX_TAKEOVERS).
 ATTR_TAKEOVERS = "punctual_takeovers"
+# Set by a claim in direct delivery (Settings.delivery): the claim is the send of the event itself, so
+# from then on a cancel or a reschedule answers AlreadyEnqueued (client.cancel); a release removes it.
+ATTR_DIRECT = "punctual_direct"
 # SQS caps a message at 256 KiB; the envelope (key up to 1 KiB, times, ids) needs < 4 KiB.
 MAX_EVENT_BYTES = 262_144
 MAX_PAYLOAD_BYTES = MAX_EVENT_BYTES - 4096

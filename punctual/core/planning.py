@@ -38,7 +38,8 @@ def delay_seconds(due_ms: int, now_ms: int, wake_early_ms: int = 0) -> int:
     return min(-(-remaining // 1000), MAX_DELAY_SECONDS)
 
 
-def aligned_send_times(targets: Sequence[int], now_ms: int, step_ms: int) -> list[tuple[int, list[int]]]:
+def aligned_send_times(targets: Sequence[int], now_ms: int, step_ms: int,
+                       near: bool = False) -> list[tuple[int, list[int]]]:
     """When to send messages so that whole seconds of DelaySeconds make each one visible at its
     target (``targets[i]``, epoch ms) or at most ``step_ms`` after it (docs/architecture.md,
     "Sends aligned to the due ms"): (send at, the indexes sent then), earliest first.
@@ -47,10 +48,11 @@ def aligned_send_times(targets: Sequence[int], now_ms: int, step_ms: int) -> lis
     target. Messages whose phases lie within ``step_ms`` of the first of them share a send, made
     at the last of those phases: sent before its phase, a message's DelaySeconds (rounded up)
     would make it visible nearly a second after its target. A target less than a second away has
-    no phase here: it is not in the plan (sent at once)."""
+    no phase here: it is not in the plan (sent at once); with ``near``, its phase is the target
+    itself (``now`` when past), where it is sent with no delay (direct delivery)."""
     if step_ms < 1:
         raise ValueError(f"step_ms must be >= 1, got {step_ms}")
-    phased = sorted((now_ms + (t - now_ms) % 1000, i) for i, t in enumerate(targets) if t - now_ms >= 1000)
+    phased = sorted((_phase(t, now_ms), i) for i, t in enumerate(targets) if near or t - now_ms >= 1000)
     plan: list[tuple[int, list[int]]] = []
     first = 0
     for at, i in phased:
@@ -60,6 +62,14 @@ def aligned_send_times(targets: Sequence[int], now_ms: int, step_ms: int) -> lis
             first = at
             plan.append((at, [i]))
     return plan
+
+
+def _phase(target_ms: int, now_ms: int) -> int:
+    """The moment in [now, now + 1 s) a whole number of seconds before ``target_ms`` (the target
+    itself, or now, when it is less than a second away)."""
+    if target_ms - now_ms < 1000:
+        return max(target_ms, now_ms)
+    return now_ms + (target_ms - now_ms) % 1000
 
 
 def visible_at(task: Task) -> int:

@@ -30,6 +30,9 @@ class Outgoing:
     ref: object
     body: str
     delay_seconds: int = 0
+    # The body as sent, from (the clock right before the call, the DelaySeconds sent): for a body
+    # that says when it becomes visible (direct delivery). ``body`` is then its size estimate.
+    render: Callable[[int, int], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,14 +95,8 @@ def _send_batch(sqs, queue_url, batch, clock, attempts, delay_for) -> list[Faile
     def send(pending: list[Outgoing]) -> list[Outgoing]:
         nonlocal sent
         sent = pending
-        entries = [
-            {
-                "Id": str(i),
-                "MessageBody": msg.body,
-                "DelaySeconds": int(delay_for(msg) if delay_for else msg.delay_seconds),
-            }
-            for i, msg in enumerate(pending)
-        ]
+        entries = [_entry(i, msg, int(delay_for(msg) if delay_for else msg.delay_seconds), clock)
+                   for i, msg in enumerate(pending)]
         resp = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
         retry: list[Outgoing] = []
         for f in resp.get("Failed") or []:
@@ -119,6 +116,11 @@ def _send_batch(sqs, queue_url, batch, clock, attempts, delay_for) -> list[Faile
         code = str(error_code(exc) or type(exc).__name__)
         return permanent + [Failed(m.ref, code, str(exc)[:300]) for m in sent]
     return permanent + [last_failure[id(m)] for m in left]
+
+
+def _entry(i: int, msg: Outgoing, delay: int, clock: Clock) -> dict[str, object]:
+    body = msg.render(clock.now_ms(), delay) if msg.render is not None else msg.body
+    return {"Id": str(i), "MessageBody": body, "DelaySeconds": delay}
 
 
 def send_one(sqs: SQSClient, queue_url: str, body: str, clock: Clock, delay_seconds: int = 0) -> None:

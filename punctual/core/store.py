@@ -17,7 +17,7 @@ from .config import ATTR_EXPIRES, META_PK, Settings
 from .errors import is_conditional_failure
 from .keys import due_second, fence_key
 from .metrics_names import REJECTED_ROWS
-from .models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS, ATTR_TAKEOVERS, Rejection, RowRejected, RowSend, Task
+from .models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_DIRECT, ATTR_ENQUEUED_MS, ATTR_TAKEOVERS, Rejection, RowRejected, RowSend, Task
 from .parallel import Skipped, pmap, pmap_or_stop
 from .planning import claimed_by_dead_work
 from .retry import call_with_retry, time_left_ms
@@ -146,6 +146,9 @@ def _claim_write(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now
     if not counted:  # the attempt stays; the takeover is counted instead
         names["#k"] = ATTR_TAKEOVERS
         update = "SET #e = :now, #a = if_not_exists(#a, :zero) + :zero, #k = if_not_exists(#k, :zero) + :one"
+    if s.direct:  # the send is the delivery: cancels answer AlreadyEnqueued from here on
+        update += ", #d = :one"
+        names["#d"] = ATTR_DIRECT
     if token is not None:
         update += ", #c = :tok"
         values[":tok"] = {"S": token}
@@ -180,8 +183,12 @@ def release(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, claimed_
     user's write over the row (stream.classify_record)."""
     update = "REMOVE #e" if counts else "REMOVE #e SET #a = #a - :one"
     values: dict[str, Any] = {":mine": {"N": str(claimed_ms)}}
+    names = {"#e": ATTR_ENQUEUED_MS, **({} if counts else {"#a": ATTR_ATTEMPT})}
     if not counts:
         values[":one"] = {"N": "1"}
+    if s.direct:  # cancellable again
+        update = update.replace("REMOVE #e", "REMOVE #e, #d")
+        names["#d"] = ATTR_DIRECT
     applied = conditional_update(
         ddb,
         clock,
@@ -189,7 +196,7 @@ def release(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, claimed_
         Key=row_key(task.pk, task.sk),
         UpdateExpression=update,
         ConditionExpression="#e = :mine",
-        ExpressionAttributeNames={"#e": ATTR_ENQUEUED_MS, **({} if counts else {"#a": ATTR_ATTEMPT})},
+        ExpressionAttributeNames=names,
         ExpressionAttributeValues=values,
     )
     return applied is not None

@@ -138,3 +138,23 @@ def test_the_readme_documents_the_log_level_and_each_functions_required_variable
     for function, attrs in REQUIRED.items():
         listed = re.search(rf"{function} ((?:`PUNCTUAL_\w+`[,;.]?\s*)+)", text).group(1)
         assert re.findall(r"`(PUNCTUAL_\w+)`", listed) == [ENV[a] for a in attrs], function
+
+
+def test_delivery_is_consumer_or_direct_and_read_from_the_environment():
+    assert Settings().delivery == "consumer" and not Settings().direct
+    assert Settings(delivery="direct").direct
+    with pytest.raises(ValueError, match="delivery must be one of 'consumer', 'direct'"):
+        Settings(delivery="fast")
+    assert load_settings({"PUNCTUAL_DELIVERY": "direct"}).direct
+    assert to_environment(Settings(delivery="direct"))["PUNCTUAL_DELIVERY"] == "direct"
+
+
+def test_in_direct_delivery_the_poller_and_editor_need_the_delivery_queue_not_the_delay_queue():
+    from punctual.core.config import MissingSetting, check_required
+
+    base = {"PUNCTUAL_TABLE_NAME": "t", "PUNCTUAL_REJECTED_QUEUE_URL": "r", "PUNCTUAL_RULE_NAME": "rule"}
+    for fn in ("poller", "editor"):
+        check_required({**base, "PUNCTUAL_DELAY_QUEUE_URL": "d"}, fn)
+        check_required({**base, "PUNCTUAL_DELIVERY": "direct", "PUNCTUAL_DELIVERY_QUEUE_URL": "q"}, fn)
+        with pytest.raises(MissingSetting, match="PUNCTUAL_DELIVERY_QUEUE_URL"):
+            check_required({**base, "PUNCTUAL_DELIVERY": "direct", "PUNCTUAL_DELAY_QUEUE_URL": "d"}, fn)

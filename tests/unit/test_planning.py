@@ -406,3 +406,26 @@ def test_an_aligned_send_is_never_visible_before_its_target_nor_a_step_after(now
             d = delay_seconds(targets[i], at)
             assert 1 <= d <= 900
             assert targets[i] <= at + d * 1000 < targets[i] + step
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    now=st.integers(T0, T0 + 10**10),
+    offsets=st.lists(st.integers(-5_000, 900_000), max_size=40),
+    step=st.integers(1, 1000),
+)
+def test_a_direct_send_is_never_visible_before_its_due_ms_nor_a_step_after(now, offsets, step):
+    """Direct delivery plans every event (``near``): one under a second away is sent at its due ms
+    with no delay, one past due at once; each is visible on its due ms or less than a step after (a
+    past-due one less than a step after now). Mutant: near targets left out of the plan."""
+    from punctual.core.planning import aligned_send_times
+
+    dues = [now + off for off in offsets]
+    plan = aligned_send_times(dues, now, step, near=True)
+    assert sorted(i for _, idx in plan for i in idx) == list(range(len(dues)))
+    for at, idx in plan:
+        assert now <= at < now + 1000
+        for i in idx:
+            d = delay_seconds(dues[i], at)
+            assert 0 <= d <= 900
+            assert dues[i] <= at + d * 1000 < max(dues[i], now) + step

@@ -118,10 +118,10 @@ def _unless_backlogged(deps: Deps, plan: WindowPlan, now_ms: int, report: PollRe
     """Orphans are resent only when the delay queue does not hold at least as many messages ready
     or in flight: a backlog that large means the consumer is behind, not that messages were lost
     (see planning.defer_orphans). One GetQueueAttributes, only in polls that found orphans."""
-    orphans = orphan_count(plan)
-    if not orphans:
-        return plan
     s = deps.settings
+    orphans = orphan_count(plan)
+    if not orphans or s.direct:  # direct delivery has no delay queue
+        return plan
     backlog = backlog_messages(deps.sqs, s.delay_queue_url, deps.clock)
     if backlog is None or backlog < orphans:
         return plan

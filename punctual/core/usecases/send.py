@@ -7,6 +7,10 @@ the messages with DelaySeconds recomputed at send time (a poll's each at the mom
 visible ``aligned_wake_ms`` before due: planning.aligned_send_times), and release the claims of a
 message whose send failed for good. A crash between claim and send leaves claimed rows that the
 orphan check resends later: late, never lost, never early.
+
+In direct delivery (Settings.delivery) the message is the task's delivered event itself, sent to
+the delivery queue at the moment that makes it visible on its due ms (:func:`_deliver`); the rows
+sent are then taken out.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ import json
 from collections.abc import Container, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from punctual.core import observability as obs
 from punctual.core.clock import Clock, sleep_until
 from punctual.core.config import Settings
 from punctual.core.keys import due_second
-from punctual.core.models import DelayGroup, Task
+from punctual.core.models import DelayGroup, DeliveredEvent, RowSend, Task, delivery_body
 from punctual.core.parallel import Skipped, pmap_or_stop
 from punctual.core.planning import (
     aligned_send_times,
@@ -34,7 +39,7 @@ from punctual.core.planning import (
 )
 from punctual.core.queues import Failed, Outgoing, send_all
 from punctual.core.retry import time_left_ms
-from punctual.core.store import claim, release
+from punctual.core.store import claim, delete_sent, release
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -124,7 +129,11 @@ def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Cloc
     align = align and s.aligned_wake_ms > 0 and len(tasks) <= SEND_CHUNK_ROWS
     for start in range(0, len(tasks), SEND_CHUNK_ROWS):
         chunk = tasks[start : start + SEND_CHUNK_ROWS]
-        if not _claim_and_send_chunk(ddb, sqs, s, clock, chunk, token, take_over, clusters, align, report):
+        if s.direct:
+            done = _claim_and_deliver_chunk(ddb, sqs, s, clock, chunk, token, take_over, report)
+        else:
+            done = _claim_and_send_chunk(ddb, sqs, s, clock, chunk, token, take_over, clusters, align, report)
+        if not done:
             report.failed += tasks[start + SEND_CHUNK_ROWS :]  # the table refused: not tried
             break
     return report
@@ -154,22 +163,79 @@ def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, cloc
     alignable = {g for g in groups if extra[g] == group_extra_wake_ms(len(g))} if align else set()
     due = {g: claimed[g[0]][0].due_ms for g in groups}
     failures = {f.ref: f for f in _send(sqs, s, clock, out, due, extra, alignable)}
-    for g in groups:
+    _settle(ddb, s, clock, claimed, groups, failures, report)
+    return not refused
+
+
+def _settle(ddb: DynamoDBClient, s: Settings, clock: Clock, claimed: Sequence[tuple[Task, int]],
+            messages: Sequence[tuple[int, ...]], failures: Mapping[Any, Failed],
+            report: SendReport) -> list[tuple[Task, int]]:
+    """Note the rows of each message (indexes into ``claimed``) as sent, or, when SQS did not take it
+    (``failures``, by message), release their claims; the claims sent."""
+    sent: list[tuple[Task, int]] = []
+    for g in messages:
         failure = failures.get(g)
         for i in g:
             task, at = claimed[i]
             if failure is None:
                 report.sent.append(task)
+                sent.append(claimed[i])
                 continue
             obs.log("ERROR", "send failed; claim released", sk=task.sk, code=failure.code, error=failure.message,
                     counted=failure.sender_fault)
             release(ddb, s, clock, task, at, counts=failure.sender_fault)
             report.failed.append(task)
-    return not refused
+    return sent
 
 
 # Aligned sends take up to a second: not started with less than this left before the deadline.
 ALIGN_RESERVE_MS = 5000
+
+
+def _claim_and_deliver_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
+                             token: str | Mapping[str, str] | None, take_over: Container[str],
+                             report: SendReport) -> bool:
+    """Direct delivery (docs/architecture.md, "Direct delivery"): claim ``tasks``, send each one's
+    event to the delivery queue (:func:`_deliver`), release the claims of the events SQS did not
+    take, and take the sent rows out; False when the table refused a claim (the rest not tried).
+    A crash before the rows are taken out leaves them claimed: the orphan check sends them again (a
+    duplicate, with the same event id)."""
+    claimed, refused = _claim_all(ddb, s, clock, tasks, token, take_over, report)
+    if not claimed:
+        return not refused
+    failures = {(f.ref,): f for f in _deliver(sqs, s, clock, [task for task, _ in claimed])}
+    sent = _settle(ddb, s, clock, claimed, [(i,) for i in range(len(claimed))], failures, report)
+    _, left, _ = delete_sent(ddb, s, clock, [RowSend(t.pk, t.sk, t.attempt, at) for t, at in sent])
+    for row in left:
+        obs.log("WARNING", "sent row not taken out; its orphan check sends it again", sk=row.sk)
+    return not refused
+
+
+def _deliver(sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task]) -> list[Failed]:
+    """Send each task's event to the delivery queue, failures returned (``ref``: the task's index).
+    Each goes at its phase (planning.aligned_send_times, ``near``): DelaySeconds rounded up from a
+    clock read right before the call make it visible at its due ms at the earliest, and at most
+    ``s.align_step_ms`` after it. With less than ALIGN_RESERVE_MS of the invocation left, all go
+    at once (each visible up to a second after its due ms)."""
+    now, left = clock.now_ms(), time_left_ms(clock)
+    plan = ([(now, list(range(len(tasks))))] if left is not None and left < ALIGN_RESERVE_MS
+            else aligned_send_times([t.due_ms for t in tasks], now, s.align_step_ms, near=True))
+    out = [Outgoing(ref=i, body=direct_body(t, s, t.due_ms, 0), render=partial(direct_body, t, s))
+           for i, t in enumerate(tasks)]
+    failed: list[Failed] = []
+    for at, idx in plan:
+        sleep_until(clock, at)
+        failed += send_all(sqs, s.delivery_queue_url, [out[i] for i in idx], clock, workers=s.send_workers,
+                           delay_for=lambda o: delay_seconds(tasks[o.ref].due_ms, clock.now_ms()))
+    return failed
+
+
+def direct_body(task: Task, s: Settings, now_ms: int, delay_s: int) -> str:
+    """The delivered event of ``task`` sent at ``now_ms`` with ``delay_s`` DelaySeconds (direct
+    delivery): ``delivered_at`` is when SQS's timer makes it visible, ``lateness_ms`` that against
+    the due ms (docs/architecture.md, "Direct delivery")."""
+    event = DeliveredEvent.for_task(task, now_ms + delay_s * 1000, task.attempt)
+    return delivery_body(event, task, s.event_format)
 
 
 def _send(sqs: SQSClient, s: Settings, clock: Clock, out: Sequence[Outgoing], due: Mapping[Any, int],

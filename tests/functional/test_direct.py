@@ -1,0 +1,247 @@
+"""Direct delivery (Settings.delivery = "direct", docs/architecture.md "Direct delivery") against
+moto, in virtual time: the poller and the editor send each task's delivered event to the delivery
+queue themselves, at the moment that makes whole seconds of DelaySeconds land it on its due ms; the
+rows sent are taken out; a cancel or reschedule that comes after the claim answers AlreadyEnqueued.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+from punctual.client import PunctualClient
+from punctual.core.models import ATTR_DIRECT, ATTR_ENQUEUED_MS, event_id
+from punctual.core.usecases.ensure_poll import NoPollRequests, request_poll
+from punctual.core.usecases.poll import poll
+from punctual.core.usecases.process_stream import process_stream
+from punctual.errors import AlreadyEnqueued
+from tests.faults import Faults, InjectedCrash, PartialFailSqs
+from tests.functional.helpers import row_map, sk
+from tests.support import T0_MS, StreamReader, client
+
+STEP = 100
+
+
+@pytest.fixture
+def direct(stack):
+    stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, delivery="direct", align_step_ms=STEP)
+    return stack
+
+
+def sends(stack) -> list[tuple[int, str, int, dict[str, Any]]]:
+    """(virtual time of the call, queue url, DelaySeconds, body) of every entry sent from now on."""
+    out: list[tuple[int, str, int, dict[str, Any]]] = []
+
+    def capture(params, **_):
+        now = stack.deps.clock.now_ms()
+        out.extend((now, params["QueueUrl"], e["DelaySeconds"], json.loads(e["MessageBody"])) for e in params["Entries"])
+
+    stack.sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", capture)
+    return out
+
+
+def user(stack) -> PunctualClient:
+    """The user's client, on a boto3 client of its own (hooks watch the handlers' clients)."""
+    return PunctualClient(stack.settings.table_name, ddb=client("dynamodb"), clock=stack.deps.clock)
+
+
+def on_first(c: Any, op: str, action, out: dict[str, Any], when: str = "before") -> None:
+    """Run ``action`` once, at the first call of ``op`` by client ``c``; its result or error in ``out``."""
+    def hook(model, **_):
+        if model.name == op and "ran" not in out:
+            out["ran"] = True
+            try:
+                out["result"] = action()
+            except Exception as exc:  # noqa: BLE001 - the test looks at it
+                out["error"] = exc
+
+    c.meta.events.register(f"{when}-call.{c.meta.service_model.service_name}", hook)
+
+
+def test_a_direct_poll_sends_each_event_to_the_delivery_queue_visible_on_its_due_ms(direct):
+    """GIVEN rows due 5 s ago, in 250 ms, in 100.25 s, 100.7 s, 200.05 s and 300.999 s
+    WHEN a poll runs at T0 in direct delivery (align_step_ms 100)
+    THEN each event goes to the delivery queue (nothing to the delay queue) at its phase: the moment
+    in the next second a whole number of seconds before its due ms (the due ms itself when under a
+    second away, at once when past); phases within 100 ms share a send made at the last of them; so
+    each becomes visible at its due ms or at most 100 ms after, never before; the rows are taken out.
+    Mutants: DelaySeconds floored (e visible 950 ms early), no wait for the phases (up to 999 ms late)."""
+    sent = sends(direct)
+    offsets = {"past": -5_000, "soon": 250, "a": 100_250, "b": 100_700, "c": 200_050, "d": 300_999, "e": 150_200}
+    for name, off in offsets.items():
+        direct.put_raw(sk(off, name), {"n": name})
+
+    report = poll(direct.deps, token="inv-1")
+
+    assert (report.sent, report.failed) == (7, 0)
+    assert {url for _, url, _, _ in sent} == {direct.settings.delivery_queue_url}
+    by_row = {body["id"]: (at - T0_MS, delay) for at, _, delay, body in sent}
+    # phases: past 0 (now), c 50, e 200, a 250, soon 250 (its due ms), b 700, d 999;
+    # past shares c's send at 50; e, a and soon share the send at 250 (e 50 ms after its phase: still
+    # 150 s of delay, rounded up, so visible 50 ms after its due ms)
+    assert by_row == {"past": (50, 0), "c": (50, 200), "e": (250, 150), "a": (250, 100), "soon": (250, 0),
+                      "b": (700, 100), "d": (999, 300)}
+    for at, _, delay, body in sent:
+        visible = at + delay * 1000
+        due = T0_MS + offsets[body["id"]]
+        assert visible >= due  # never early
+        if body["id"] != "past":
+            assert visible - due < STEP
+        assert body["delivered_at_ms"] == visible
+        assert body["lateness_ms"] == visible - due
+    assert direct.rows() == []  # taken out after their send
+    assert direct.drain(direct.settings.delay_queue_url) == []
+
+
+def test_a_direct_event_carries_the_delivered_event_fields(direct):
+    sent = sends(direct)
+    key = sk(30_000, "job-1")
+    direct.put_raw(key, {"order": "42"})
+    poll(direct.deps)
+    ((at, _, delay, body),) = sent
+    assert body == {
+        "event_id": event_id(direct.settings.partition_key_value, key),
+        "id": "job-1",
+        "key": key,
+        "due": "2027-01-01T00:00:30.000Z",
+        "due_ms": T0_MS + 30_000,
+        "payload": {"order": "42"},
+        "delivered_at": "2027-01-01T00:00:30.000Z",
+        "delivered_at_ms": T0_MS + 30_000,
+        "lateness_ms": 0,
+        "attempt": 1,
+        "publicationTimestamp": T0_MS + 30_000,
+    }
+    assert (at, delay) == (T0_MS, 30)
+
+
+def test_the_event_becomes_visible_on_the_delivery_queue_at_its_due_second(direct, frozen):
+    key = sk(7_000, "v")
+    direct.put_raw(key, {"n": "v"})
+    poll(direct.deps)
+    frozen.tick(6.9)
+    assert direct.drain(direct.settings.delivery_queue_url) == []  # not before its due ms
+    frozen.tick(0.2)
+    assert [json.loads(m["Body"])["key"] for m in direct.drain(direct.settings.delivery_queue_url)] == [key]
+
+
+def test_a_cancel_before_the_poll_stops_the_task(direct):
+    sent = sends(direct)
+    key = sk(60_000, "c")
+    direct.put_raw(key, {"n": "c"})
+    assert user(direct).cancel(key).key == key
+    assert poll(direct.deps).sent == 0
+    assert sent == []
+
+
+@pytest.mark.parametrize("action", ["cancel", "reschedule"])
+def test_a_cancel_after_the_claim_answers_already_enqueued_and_the_task_goes_out(direct, action):
+    """GIVEN a poll that has claimed a row (its claim marks it as sent, direct delivery)
+    WHEN the user cancels or reschedules it before the poll's send
+    THEN the user gets AlreadyEnqueued, nothing changes, and the event goes out once.
+    Mutant: a cancel not conditioned on the direct mark (it returns while the task goes out)."""
+    sent = sends(direct)
+    key = sk(60_000, "r")
+    direct.put_raw(key, {"n": "r"})
+    out: dict[str, Any] = {}
+    u = user(direct)
+    act = (lambda: u.cancel(key)) if action == "cancel" else (lambda: u.reschedule(key, T0_MS + 120_000))
+    on_first(direct.sqs, "SendMessageBatch", act, out)
+
+    assert poll(direct.deps).sent == 1
+
+    assert isinstance(out.get("error"), AlreadyEnqueued), out
+    assert [body["key"] for _, _, _, body in sent] == [key]
+    assert direct.rows() == []  # taken out after the send; no rescheduled copy was made
+
+
+def test_a_cancel_racing_the_claim_wins_when_it_lands_first(direct):
+    """The user's delete lands between the poll's read and its claim: the claim fails (the row is
+    gone), nothing is sent, the cancel returned the task."""
+    sent = sends(direct)
+    key = sk(60_000, "w")
+    direct.put_raw(key, {"n": "w"})
+    out: dict[str, Any] = {}
+    u = user(direct)
+
+    def hook(params, **_):
+        if params.get("Key", {}).get("sk", {}).get("S") == key and "ran" not in out:
+            out["ran"] = True
+            out["result"] = u.cancel(key)
+
+    direct.ddb.meta.events.register("provide-client-params.dynamodb.UpdateItem", hook)
+    report = poll(direct.deps)
+    assert out["result"].key == key
+    assert (report.sent, report.skipped) == (0, 1)
+    assert sent == []
+
+
+def test_an_sqs_brownout_releases_the_claim_and_the_task_is_cancellable_again(direct):
+    """SQS fails the send through all its retries: the claim is released with its attempt taken
+    back and its direct mark removed, so the row waits for a poll, and a cancel now succeeds."""
+    key = sk(60_000, "b")
+    direct.put_raw(key, {"n": "b"})
+    direct.deps.sqs = PartialFailSqs(direct.sqs, {key}, sender_fault=False, times=6, field="key")
+    report = poll(direct.deps)
+    assert (report.sent, report.failed) == (0, 1)
+    row = row_map(direct)[key]
+    assert ATTR_ENQUEUED_MS not in row and ATTR_DIRECT not in row
+    assert row["punctual_attempt"] == {"N": "0"}
+    assert user(direct).cancel(key).key == key
+
+
+def test_a_poll_crashing_between_send_and_take_out_resends_once_on_retry(direct, frozen):
+    """The poll dies after its send, before taking the row out: Lambda's retry (the same token)
+    takes its own claim over and sends again: one duplicate after a crash, the same event id, the
+    same attempt (invariant 5); the row is then taken out."""
+    sent = sends(direct)
+    key = sk(30_000, "d")
+    direct.put_raw(key, {"n": "d"})
+    Faults(direct.ddb).crash_before("DeleteItem")
+    with pytest.raises(InjectedCrash):
+        poll(direct.deps, token="inv-1")
+    assert ATTR_DIRECT in row_map(direct)[key]
+    frozen.tick(60)
+    assert poll(direct.deps, token="inv-1").sent == 1
+    bodies = [body for _, _, _, body in sent]
+    assert [b["key"] for b in bodies] == [key, key]
+    assert len({b["event_id"] for b in bodies}) == 1 and {b["attempt"] for b in bodies} == {1}
+    assert direct.rows() == []
+
+
+def test_a_poll_crashing_between_claim_and_send_is_finished_by_its_retry(direct, frozen):
+    sent = sends(direct)
+    keys = [sk(30_000 + i * 1000, f"k{i}") for i in range(3)]
+    for k in keys:
+        direct.put_raw(k, {"k": k})
+    Faults(direct.sqs).crash_before("SendMessageBatch")
+    with pytest.raises(InjectedCrash):
+        poll(direct.deps, token="inv-1")
+    assert direct.drain(direct.settings.delivery_queue_url) == []  # the crash came before SQS took anything
+    assert all(ATTR_DIRECT in row for row in direct.rows())  # claimed
+    del sent[:]
+    frozen.tick(60)
+    assert poll(direct.deps, token="inv-1").sent == 3
+    assert sorted(body["key"] for _, _, _, body in sent) == keys
+    assert direct.rows() == []
+
+
+def test_the_editor_sends_a_row_due_soon_straight_to_the_delivery_queue(direct):
+    """A row written 3.5 s before due: the editor claims it and sends its event at the phase
+    (500 ms after now), with 3 s of delay: visible on its due ms."""
+    reader = StreamReader(direct)
+    sent = sends(direct)
+    key = sk(3_500, "e")
+    direct.put_raw(key, {"n": "e"})
+    assert process_stream(reader.event(), direct.deps) == {"batchItemFailures": []}
+    ((at, url, delay, body),) = sent
+    assert (url, at - T0_MS, delay, body["key"]) == (direct.settings.delivery_queue_url, 500, 3, key)
+    assert direct.rows() == []
+
+
+def test_direct_delivery_asks_for_no_poll_through_a_delay_queue(direct):
+    with pytest.raises(NoPollRequests):
+        request_poll(direct.deps, None, "test")
