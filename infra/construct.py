@@ -230,6 +230,13 @@ class Scheduler(Construct):
     :param event_format: body of the delivered events: ``"punctual"`` (README, "The delivered event")
         or ``"cdk-scheduler"`` (``{"publicationTimestamp", "payload" as DynamoDB JSON}``, what
         cdk-scheduler consumers read; docs/migrating.md). Default: ``"punctual"``.
+    :param delivery: how tasks reach the delivery queue. ``"consumer"``: a delay-queue pointer
+        and the consumer deliver each task on its due millisecond, cancellable until then.
+        ``"direct"``: the poller and the editor send each task's event to the delivery queue
+        themselves, with ``DelaySeconds``, visible at its due time or up to 100 ms after; a task
+        is cancellable until it is sent, up to ``window`` before due, then ``cancel`` answers
+        ``AlreadyEnqueued`` (docs/architecture.md, "Direct delivery"). The delay queue and the
+        consumer stay, for poll requests and failure notices only. Default: ``"consumer"``.
     :param resync_on_deploy: invoke the poller once after a deployment that creates or changes the
         rule (CloudFormation puts it back DISABLED; the poll re-arms it from the meta row). Adds
         an ``AwsCustomResource`` (a Node.js function run at deploy time only; its log group keeps
@@ -268,6 +275,7 @@ class Scheduler(Construct):
         metrics_namespace: str = "Punctual",
         instance_name: str | None = None,
         event_format: str = "punctual",
+        delivery: str = "consumer",
         resync_on_deploy: bool = True,
         tracing: lambda_.Tracing | None = None,
         window_seconds: int | None = None,
@@ -316,6 +324,7 @@ class Scheduler(Construct):
             metrics_namespace=metrics_namespace,
             instance_name=instance_name,
             event_format=event_format,
+            delivery=delivery,
         )
         if orphan_grace_seconds <= DELAY_QUEUE_VISIBILITY.to_seconds():
             raise ValueError(
@@ -521,6 +530,9 @@ class Scheduler(Construct):
         self._allow(self.editor_function, EDITOR_TABLE_ACTIONS, [table_arn])
         self._allow(self.editor_function, SEND_ACTIONS, [self.delay_queue.queue_arn, self.rejected_queue.queue_arn])
         self._allow(self.editor_function, RULE_ACTIONS, [rule_arn])
+        if base.direct:  # the poller and the editor send the events themselves
+            for fn in (self.poller_function, self.editor_function):
+                self._allow(fn, SEND_ACTIONS, [self.delivery_queue.queue_arn])
 
         if encryption_key is not None:
             for fn in (self.poller_function, self.consumer_function, self.editor_function):
@@ -529,7 +541,8 @@ class Scheduler(Construct):
             encryption_key.grant_encrypt_decrypt(iam.ServicePrincipal("events.amazonaws.com"))
         delivery_key = self.delivery_queue.encryption_master_key
         if delivery_key is not None and delivery_key is not encryption_key:
-            delivery_key.grant_encrypt_decrypt(self.consumer_function)
+            for fn in (self.consumer_function, *((self.poller_function, self.editor_function) if base.direct else ())):
+                delivery_key.grant_encrypt_decrypt(fn)
         table_key = self.table.encryption_key  # a brought table's own key
         if table_key is not None and table_key is not encryption_key:
             for fn in (self.poller_function, self.consumer_function, self.editor_function):

@@ -153,6 +153,12 @@ class PunctualClient:
     ``ddb`` is a boto3 low-level DynamoDB client (created with ``boto3.client("dynamodb")``
     on first use when omitted); ``clock`` only matters for retries and for telling
     :class:`AlreadyDelivered` from :class:`NotFound`.
+
+    ``delivery`` and ``window_seconds``: the deployment's (construct props ``delivery`` and
+    ``window``). In direct delivery a task that is no longer pending and due within the window is
+    reported as :class:`AlreadyEnqueued` (sent, or cancelled before: the table cannot tell), not
+    :class:`NotFound`. They never change what a cancel does, only which error names a missing row:
+    a cancel that returns stopped the delivery whatever they say.
     """
 
     def __init__(
@@ -161,12 +167,16 @@ class PunctualClient:
         partition_key_value: str = "scheduler",
         *,
         shards: int = 1,
+        delivery: str = "consumer",
+        window_seconds: int = 900,
         ddb: Any = None,
         clock: Clock | None = None,
         sqs: Any = None,
     ):
         try:
-            self.settings = Settings(table_name=table_name, partition_key_value=partition_key_value, shards=shards)
+            self.settings = Settings(table_name=table_name, partition_key_value=partition_key_value, shards=shards,
+                                     delivery=delivery, window_seconds=window_seconds,
+                                     lead_seconds=min(Settings.lead_seconds, max(0, window_seconds - 60)))
         except ValueError as exc:
             raise InvalidSchedule(str(exc), "bad_partition") from exc
         self._ddb = ddb
@@ -558,8 +568,11 @@ class PunctualClient:
             return None
 
     def _missing(self, sk: str) -> NotFound:
-        if decode_sk(sk).due_ms <= self.clock.now_ms():
+        due_ms, now = decode_sk(sk).due_ms, self.clock.now_ms()
+        if due_ms <= now:
             return AlreadyDelivered(sk)
+        if self.settings.direct and due_ms <= now + self.settings.window_ms:
+            return AlreadyEnqueued(sk)  # sent when it entered the window, then taken out
         return NotFound(sk)
 
     def _task(self, item: dict[str, Any], sk: str) -> ScheduledTask:

@@ -27,6 +27,7 @@ from punctual import receiving
 from punctual.client import PunctualClient
 from punctual.core.clock import SystemClock, iso_ms
 from punctual.core.keys import encode_sk
+from punctual.errors import AlreadyEnqueued
 
 DEMO_PROPS = {"window": 70, "lead": 10}  # seconds (punctual.local.template.construct_kwargs)
 GRACE_MS = 6_000  # how late a delivery may come before the demo calls it lost
@@ -104,7 +105,7 @@ def run_demo(args: argparse.Namespace) -> int:
         state_file=None,
         template=Path(args.template) if args.template else None,
         cache_dir=state_dir / "cache",
-        props=dict(DEMO_PROPS),
+        props={**DEMO_PROPS, **getattr(args, "props", {})},
         write_files=False,
     )
     print("punctual demo: the real handlers on an embedded local stack (moto), checked in real time")
@@ -125,13 +126,14 @@ def _demo(stack: Any, args: argparse.Namespace, tty: bool, started: float) -> in
     import boto3
 
     print(stack.banner())
-    print(f"  construct props: {DEMO_PROPS} (so tasks due > 70 s ahead wait for the rule and the poller)")
+    print(f"  construct props: {stack.opts.props} (so tasks due > 70 s ahead wait for the rule and the poller)")
     roles = stack.queue_roles()
     ddb = boto3.client("dynamodb", endpoint_url=stack.endpoint_url, region_name=stack.opts.region)
     sqs = boto3.client("sqs", endpoint_url=stack.endpoint_url, region_name=stack.opts.region)
     s = stack.settings
     table = s.table_name
-    client = PunctualClient(table, s.partition_key_value, shards=s.shards, ddb=ddb, clock=SystemClock())
+    client = PunctualClient(table, s.partition_key_value, shards=s.shards, delivery=s.delivery,
+                            window_seconds=s.window_seconds, ddb=ddb, clock=SystemClock())
     seen = Seen()
     stop = threading.Event()
     t0 = SystemClock().now_ms()
@@ -158,13 +160,15 @@ def _demo(stack: Any, args: argparse.Namespace, tty: bool, started: float) -> in
         return key
 
     expects = _schedule_spread(client, raw, t0, horizon_ms)
-    # cancelled: one far from due, one already on the delay queue (fast path) when cancelled
-    c1 = client.schedule(t0 + 20_000, {"kind": "cancel-me"}, id="cancel-early")
+    # cancelled: one far from due, one already on the delay queue (fast path) when cancelled; in
+    # direct delivery a task is sent when it enters the window: the far ones are due past it
+    far_ms = 80_000 if s.direct else 20_000
+    c1 = client.schedule(t0 + far_ms, {"kind": "cancel-me"}, id="cancel-early")
     c2 = client.schedule(t0 + 9_000, {"kind": "cancel-me"}, id="cancel-in-flight")
-    expects += [Expect(c1.key, t0 + 20_000, "cancelled", False), Expect(c2.key, t0 + 9_000, "cancelled", False)]
-    r1 = client.schedule(t0 + 45_000, {"kind": "reschedule-me"}, id="resched-earlier")
+    expects += [Expect(c1.key, t0 + far_ms, "cancelled", False), Expect(c2.key, t0 + 9_000, "cancelled", False)]
+    r1 = client.schedule(t0 + (85_000 if s.direct else 45_000), {"kind": "reschedule-me"}, id="resched-earlier")
     r2 = client.schedule(t0 + 6_000, {"kind": "reschedule-me"}, id="resched-later")
-    expects += [Expect(r1.key, t0 + 45_000, "rescheduled-from", False),
+    expects += [Expect(r1.key, r1.due_ms, "rescheduled-from", False),
                 Expect(r2.key, t0 + 6_000, "rescheduled-from", False)]
     bad_keys = [
         raw(0, "", sk=f"{t0 // 1000 + 5}#seconds-not-ms"),
@@ -176,11 +180,9 @@ def _demo(stack: Any, args: argparse.Namespace, tty: bool, started: float) -> in
           f"malformed), {sum(e.how in ('client', 'cancelled', 'rescheduled-from') for e in expects)} client calls; "
           f"cancelling 2 and rescheduling 2 in 2 s", flush=True)
     time.sleep(2.0)  # let the fast path push c2 and r2 to the delay queue first
-    client.cancel(c1.key)
-    client.cancel(c2.key)
-    n1 = client.reschedule(r1.key, t0 + 12_000)
-    n2 = client.reschedule(r2.key, t0 + 25_000)
-    expects += [Expect(n1.key, t0 + 12_000, "rescheduled"), Expect(n2.key, t0 + 25_000, "rescheduled")]
+    for change in (lambda: client.cancel(c1.key), lambda: client.cancel(c2.key),
+                   lambda: client.reschedule(r1.key, t0 + 12_000), lambda: client.reschedule(r2.key, t0 + 25_000)):
+        expects += _change(change, expects)
     due_list = [e for e in expects if e.deliver]
     print(f"  {len(due_list)} deliveries expected, last due {rel(max(e.due_ms for e in due_list))}", flush=True)
 
@@ -193,6 +195,23 @@ def _demo(stack: Any, args: argparse.Namespace, tty: bool, started: float) -> in
     rejected = _drain_count(sqs, roles.get("rejected"))
     dlq = {role: len(_drain_count(sqs, url)) for role, url in roles.items() if role.endswith("_dlq")}
     return _report(stack, expects, bad_keys, seen, rejected, dlq, started)
+
+
+def _change(change: Callable[[], Any], expects: list[Expect]) -> list[Expect]:
+    """Run a cancel or a reschedule; what the demo now expects besides ``expects``: the new task of
+    a reschedule, or, when it answered AlreadyEnqueued (direct delivery: sent already), the old
+    task delivered after all."""
+    try:
+        new = change()
+    except AlreadyEnqueued as exc:
+        print(f"  {exc.key}: AlreadyEnqueued (direct delivery: its event is on the delivery queue already)")
+        for e in expects:
+            if e.key == exc.key:
+                e.deliver, e.how = True, "enqueued"
+        return []
+    if new.key in {e.key for e in expects}:
+        return []  # a cancel returns the task it cancelled
+    return [Expect(new.key, new.due_ms, "rescheduled")]
 
 
 def _horizon_s(horizon_s: float, setup_s: float) -> float:

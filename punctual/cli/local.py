@@ -43,6 +43,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=0, help="port of the demo's local stack (default: a free one)")
     p.add_argument("--horizon", type=float, default=90, help="latest due time, seconds ahead (default 90)")
     p.add_argument("--template", help="use this synthesized template instead of synthesizing the construct")
+    p.add_argument("--prop", action="append", metavar="NAME=VALUE",
+                   help="a Scheduler construct prop besides the demo's own (as for `local up`), "
+                        "e.g. --prop delivery=direct")
     p.set_defaults(run=cmd_demo)
 
 
@@ -196,4 +199,5 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _require_local_extra("demo")
     from punctual.demo import run_demo
 
+    args.props = _parse_props(args.prop)
     return run_demo(args)

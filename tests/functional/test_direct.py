@@ -17,7 +17,7 @@ from punctual.core.models import ATTR_DIRECT, ATTR_ENQUEUED_MS, event_id
 from punctual.core.usecases.ensure_poll import NoPollRequests, request_poll
 from punctual.core.usecases.poll import poll
 from punctual.core.usecases.process_stream import process_stream
-from punctual.errors import AlreadyEnqueued
+from punctual.errors import AlreadyEnqueued, NotFound
 from tests.faults import Faults, InjectedCrash, PartialFailSqs
 from tests.functional.helpers import row_map, sk
 from tests.support import T0_MS, StreamReader, client
@@ -242,6 +242,34 @@ def test_the_editor_sends_a_row_due_soon_straight_to_the_delivery_queue(direct):
     assert direct.rows() == []
 
 
-def test_direct_delivery_asks_for_no_poll_through_a_delay_queue(direct):
+def test_direct_delivery_asks_for_a_poll_through_the_delay_queue_when_there_is_one(direct):
+    """The construct keeps the delay queue and the consumer in direct delivery for poll requests
+    (docs/architecture.md, "When arming fails"); without a delay queue the request is a clear error."""
+    request_poll(direct.deps, T0_MS + 120_000, "test")
+    (body,) = direct.bodies(direct.settings.delay_queue_url)
+    assert body["poll_by_ms"] == T0_MS + 120_000
+    bare = dataclasses.replace(direct.settings, delay_queue_url="")
     with pytest.raises(NoPollRequests):
-        request_poll(direct.deps, None, "test")
+        request_poll(dataclasses.replace(direct.deps, settings=bare), None, "test")
+
+
+def test_a_task_taken_out_after_its_send_is_reported_already_enqueued_to_a_direct_client(direct):
+    """After the send the row is taken out: a client told the deployment's delivery and window
+    answers AlreadyEnqueued for a key due within the window (NotFound beyond it; AlreadyDelivered
+    once due), where a default client answers NotFound. Mutant: _missing ignoring the mode."""
+    key = sk(60_000, "gone")
+    direct.put_raw(key, {"n": "gone"})
+    assert poll(direct.deps).sent == 1 and direct.rows() == []
+    told = PunctualClient(direct.settings.table_name, delivery="direct", window_seconds=900, ddb=client("dynamodb"),
+                          clock=direct.deps.clock)
+    with pytest.raises(AlreadyEnqueued):
+        told.cancel(key)
+    with pytest.raises(AlreadyEnqueued):
+        told.reschedule(key, T0_MS + 600_000)
+    far = sk(901_000, "far")
+    with pytest.raises(NotFound) as beyond:
+        told.cancel(far)
+    assert type(beyond.value) is NotFound
+    with pytest.raises(NotFound) as default:
+        user(direct).cancel(key)
+    assert type(default.value) is NotFound

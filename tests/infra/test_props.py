@@ -181,6 +181,37 @@ def test_event_format_reaches_the_functions_and_is_validated():
         Scheduler(_stack(), "S", event_format="cdk_scheduler")
 
 
+def _sends_to(scheduler: Scheduler, role) -> bool:
+    """Whether ``role``'s policies allow sqs:SendMessage on the scheduler's delivery queue."""
+    template = Template.from_stack(Stack.of(scheduler)).to_json()
+    stack = Stack.of(scheduler)
+    role_ref = {"Ref": stack.get_logical_id(role.node.default_child)}
+    queue = {"Fn::GetAtt": [stack.get_logical_id(scheduler.delivery_queue.node.default_child), "Arn"]}
+    for pol in template["Resources"].values():
+        if pol["Type"] != "AWS::IAM::Policy" or role_ref not in pol["Properties"]["Roles"]:
+            continue
+        for st in pol["Properties"]["PolicyDocument"]["Statement"]:
+            actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+            resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+            if "sqs:SendMessage" in actions and queue in resources:
+                return True
+    return False
+
+
+def test_direct_delivery_reaches_the_functions_and_lets_the_poller_and_editor_send_events():
+    """delivery="direct": the functions run in direct delivery and the poller and the editor may
+    send to the delivery queue; by default only the consumer may."""
+    direct = Scheduler(_stack(), "S", delivery="direct")
+    assert _env(direct)[ENV["delivery"]] == "direct"
+    assert _sends_to(direct, direct.poller_function.role) and _sends_to(direct, direct.editor_function.role)
+    default = Scheduler(_stack(), "S")
+    assert _env(default)[ENV["delivery"]] == "consumer"
+    assert not _sends_to(default, default.poller_function.role) and not _sends_to(default, default.editor_function.role)
+    assert _sends_to(default, default.consumer_function.role)
+    with pytest.raises(ValueError, match="delivery must be one of"):
+        Scheduler(_stack(), "S", delivery="fast")
+
+
 # ---- shards ---------------------------------------------------------------------------------------
 
 def test_shards_reach_the_functions_and_grant_schedule_covers_every_partition():

@@ -60,15 +60,15 @@ def ensure_poll(deps: Deps, by_ms: int | None, given_up: frozenset[str] = frozen
 
 
 class NoPollRequests(RuntimeError):
-    """Direct delivery deploys no delay queue and no consumer: a poll cannot be asked for this way
-    (docs/architecture.md, "Direct delivery": what it does not promise yet)."""
+    """No delay queue is configured (direct delivery may run without one): a poll cannot be asked
+    for this way (docs/architecture.md, "Direct delivery")."""
 
 
 def request_poll(deps: Deps, by_ms: int | None, reason: str, delay_seconds: int = 0) -> None:
     """Ask the consumer, through the delay queue, for a poll by ``by_ms`` (raises if SQS refuses)."""
     s = deps.settings
-    if s.direct:
-        raise NoPollRequests("direct delivery has no delay queue to ask for a poll through")
+    if not s.delay_queue_url:
+        raise NoPollRequests("no delay queue to ask for a poll through (PUNCTUAL_DELAY_QUEUE_URL)")
     body = PollRequest(poll_by_ms=by_ms if by_ms is not None else deps.clock.now_ms(), reason=reason[:300]).body()
     send_one(deps.sqs, s.delay_queue_url, body, deps.clock, delay_seconds=delay_seconds)
     obs.log("WARNING", "poll requested through the delay queue", reason=reason[:300], poll_by_ms=by_ms,
