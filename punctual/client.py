@@ -34,7 +34,15 @@ from punctual.core.store import (
     row_key,
 )
 
-from .errors import AlreadyDelivered, AlreadyEnqueued, AlreadyExists, InvalidSchedule, NotFound, PartialWrite, PunctualError
+from .errors import (
+    AlreadyDelivered,
+    AlreadyEnqueued,
+    AlreadyExists,
+    InvalidSchedule,
+    NotFound,
+    PartialWrite,
+    PunctualError,
+)
 
 BATCH_WRITE = 25
 # A message redrive leaves on the queue stays hidden this long while the run goes on (so it is

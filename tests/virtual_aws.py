@@ -253,6 +253,10 @@ class _MotoView:
     def has_messages(self, url: str) -> bool:
         return bool(self._queue(url)._messages)
 
+    def delay_ends(self, url: str) -> dict[str, int]:
+        """Message id -> when its DelaySeconds end (its send plus its delay), for each message of ``url``."""
+        return {m.id: int(m.delayed_until) for m in self._queue(url)._messages}
+
     def clients(self) -> tuple[Any, Any, Any]:
         return client("dynamodb"), client("sqs"), client("events")
 
@@ -282,6 +286,9 @@ class _FakeView:
 
     def has_messages(self, url: str) -> bool:
         return bool(self.aws.queue(url))
+
+    def delay_ends(self, url: str) -> dict[str, int]:
+        return {m.id: m.sent_at + m.delay_seconds * 1000 for m in self.aws.queue(url)}
 
     def rule(self) -> tuple[str | None, str]:
         desc = self.aws.op_describe_rule(Name=self.rule_name)
@@ -452,6 +459,8 @@ class VirtualAws:
         return {
             "rows": self.pending_rows(),
             "delay_messages": self.view.has_messages(self.s.delay_queue_url),
+            # direct delivery: events sent with a delay, not visible yet
+            "delayed_events": self.s.direct and self.view.has_messages(self.s.delivery_queue_url),
             "armed_minute": self.armed_minute(),
             "stream": self.stream.pending(),
             "poller_retry": self.rule.retrying,
@@ -628,8 +637,11 @@ class VirtualAws:
             return f"arn:aws:sqs:{REGION}:123456789012:" + url.rsplit("/", 1)[-1]
 
     def _collect(self) -> None:
+        # direct delivery sends with DelaySeconds: an event is delivered when its delay ends (SQS's
+        # timer, read from the queue), not when it was sent
+        ends = self.view.delay_ends(self.s.delivery_queue_url) if self.s.direct else {}
         for m in self._drain(self.s.delivery_queue_url):
-            sent = int(m.get("Attributes", {}).get("SentTimestamp", self.now))
+            sent = ends.get(m["MessageId"]) or int(m.get("Attributes", {}).get("SentTimestamp", self.now))
             # numbers read exactly (Decimal), so a payload is compared digit for digit (invariant 9)
             self.log.deliveries.append(Delivery(json.loads(m["Body"], parse_float=Decimal), sent))
         self.log.rejected += [json.loads(m["Body"]) for m in self._drain(self.s.rejected_queue_url)]
@@ -658,6 +670,10 @@ class VirtualAws:
         scheduled = self.timeline.next_ms()  # a firing, a retry, a stream batch
         if scheduled is not None:
             candidates.append(max(scheduled, soonest))
+        if self.s.direct:
+            event = self.view.next_visible_ms(self.s.delivery_queue_url)
+            if event is not None:
+                candidates.append(max(event, soonest))
         visible = self.view.next_visible_ms(self.s.delay_queue_url)
         if visible is not None and self.queue.inflight < self.queue.limit():  # a batch slot to receive it
             # while the queue answers no receive, nothing shows before it is back

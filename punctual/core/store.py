@@ -17,7 +17,17 @@ from .config import ATTR_EXPIRES, META_PK, Settings
 from .errors import is_conditional_failure
 from .keys import due_second, fence_key
 from .metrics_names import REJECTED_ROWS
-from .models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_DIRECT, ATTR_ENQUEUED_MS, ATTR_TAKEOVERS, Rejection, RowRejected, RowSend, Task
+from .models import (
+    ATTR_ATTEMPT,
+    ATTR_CLAIM,
+    ATTR_DIRECT,
+    ATTR_ENQUEUED_MS,
+    ATTR_TAKEOVERS,
+    Rejection,
+    RowRejected,
+    RowSend,
+    Task,
+)
 from .parallel import Skipped, pmap, pmap_or_stop
 from .planning import claimed_by_dead_work
 from .retry import call_with_retry, time_left_ms

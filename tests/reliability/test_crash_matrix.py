@@ -60,6 +60,14 @@ def test_crash_matrix_without_a_fast_path(target):
     _run(target, "fake", Settings(send_workers=1, fast_path_seconds=0))
 
 
+@pytest.mark.parametrize("target", ["poller", "editor"])
+def test_crash_matrix_in_direct_delivery(target):
+    """delivery="direct" (docs/architecture.md, "Direct delivery"): the poller and the editor send
+    the events themselves (the consumer has no part in it); the same invariants and bound hold: a
+    crash is finished by the retry of the crashed work, a duplicate only after a crash."""
+    _run(target, "fake", Settings(send_workers=1, delivery="direct"))
+
+
 @pytest.mark.long
 @pytest.mark.parametrize("target", TARGETS)
 def test_crash_matrix_moto(target):

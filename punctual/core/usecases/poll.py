@@ -215,7 +215,9 @@ def _send_window(deps: Deps, token: str | None, died: DeadClaims, report: PollRe
         ((task.pk, task.sk), (item, task))
         for item, task in _valid_tasks(deps, _window(deps, report.window_end_ms), report, "poller")
     )
-    plan = plan_window(started, [task for _, task in rows.values()], s.window_ms, s.orphan_grace_ms,
+    # rows are judged at the time they were read, not at the poll's start: a claim an editor made
+    # while a long poll read would look like a mark from the future (planning.MAX_MARK_SKEW_MS)
+    plan = plan_window(clock.now_ms(), [task for _, task in rows.values()], s.window_ms, s.orphan_grace_ms,
                        s.max_attempts, s.wake_early_ms, died)
     plan = _unless_backlogged(deps, plan, started, report)
     report.in_flight = plan.in_flight

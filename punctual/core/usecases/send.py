@@ -222,11 +222,12 @@ def _deliver(sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task]) -
             else aligned_send_times([t.due_ms for t in tasks], now, s.align_step_ms, near=True))
     out = [Outgoing(ref=i, body=direct_body(t, s, t.due_ms, 0), render=partial(direct_body, t, s))
            for i, t in enumerate(tasks)]
+    due = {o.ref: t.due_ms for o, t in zip(out, tasks, strict=True)}
     failed: list[Failed] = []
     for at, idx in plan:
         sleep_until(clock, at)
         failed += send_all(sqs, s.delivery_queue_url, [out[i] for i in idx], clock, workers=s.send_workers,
-                           delay_for=lambda o: delay_seconds(tasks[o.ref].due_ms, clock.now_ms()))
+                           delay_for=lambda o: delay_seconds(due[o.ref], clock.now_ms()))
     return failed
 
 
