@@ -156,6 +156,12 @@ class PunctualSim:
         self.events_quota = ControlPlaneQuota(models.events_control_tps, models.events_control_burst_ms)
         self._event_sources()
 
+    @property
+    def direct(self) -> bool:
+        """Direct delivery mode (Settings.delivery, known once set up): the poller and the editor send
+        to the delivery queue themselves; no delay queue, no consumer, no event source on it."""
+        return self.settings.delivery == "direct"
+
     # ---------------------------------------------------------------- Lambda's event sources
     def _event_sources(self) -> None:
         """The rule -> poller, the stream -> editor and the delay queue -> consumer
@@ -510,10 +516,11 @@ class PunctualSim:
                 proc.info["sent"] = proc.info.get("sent", 0) + len(sent)
             if url == self.settings.delivery_queue_url:
                 for e in sent:
+                    visible = self._delivery_visible_ms(e)
                     body = json.loads(e["MessageBody"])
                     i = self.sk_index.get(body.get("key"))
                     if i is not None:
-                        self.result.deliveries.setdefault(i, []).append(self.engine.now - EPOCH_MS)
+                        self.result.deliveries.setdefault(i, []).append(visible - EPOCH_MS)
             elif url == self.settings.delay_queue_url:
                 for e in sent:
                     visible = self.engine.now + int(e.get("DelaySeconds", 0)) * 1000
@@ -526,6 +533,18 @@ class PunctualSim:
         elif op == "ChangeMessageVisibility" and url == self.settings.delay_queue_url:
             back = self.engine.now + int(params.get("VisibilityTimeout", 0)) * 1000
             self.queue.schedule(back + self._u(self.m.sqs_poll_latency_ms), back)
+
+    def _delivery_visible_ms(self, entry: dict[str, Any]) -> int:
+        """When a message sent now to the delivery queue becomes visible to the user's consumers: its
+        delivery time. The consumer sends at the due ms with no delay: at once. Direct mode sends with
+        DelaySeconds: when they end (the documented on-time model), or up to ``sqs_early_max_ms``
+        before under the early reading, drawn as for the delay queue (never before the send)."""
+        delay_s = int(entry.get("DelaySeconds") or 0)
+        if delay_s <= 0:
+            return self.engine.now  # no draw: a run without delays keeps its random sequence
+        visible = self.engine.now + delay_s * 1000
+        early = self.rng.randint(0, self.m.sqs_early_max_ms)
+        return max(self.engine.now, visible - early)
 
     # ---------------------------------------------------------------- Lambda invocations
     def _invoke(self, fn: str, t_ms: int, body: Any, on_done: Any) -> None:
@@ -679,9 +698,11 @@ class PunctualSim:
         self.result.counters["engine_events"] = self.engine.events_run
         if self.outage_plan:
             self._count_outage_lateness()
-        # Lambda's SQS event source long-polls the idle delay queue: billed receives (punctual.bench.billing)
-        self.result.requests[("lambda-sqs-poller", IDLE_RECEIVE_API)] = idle_receives(
-            self.sc.horizon_ms, self.m.esm_idle_pollers, self.m.esm_idle_wait_s)
+        # Lambda's SQS event source long-polls the idle delay queue: billed receives (punctual.bench.billing).
+        # Direct mode deploys no delay queue and no consumer: no event source, nothing to bill.
+        if not self.direct:
+            self.result.requests[("lambda-sqs-poller", IDLE_RECEIVE_API)] = idle_receives(
+                self.sc.horizon_ms, self.m.esm_idle_pollers, self.m.esm_idle_wait_s)
         self.result.wall_s = _real_elapsed(wall)
         return self.result
 
