@@ -26,7 +26,7 @@ import os
 import random
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_sqs import SQSClient
 
+    from punctual.core.config import Settings
     from punctual.core.runtime import Deps
 
 REGION = "us-east-1"
@@ -160,7 +161,7 @@ class PunctualSim:
     def direct(self) -> bool:
         """Direct delivery mode (Settings.delivery, known once set up): the poller and the editor send
         to the delivery queue themselves; no delay queue, no consumer, no event source on it."""
-        return self.settings.delivery == "direct"
+        return self.settings.direct
 
     # ---------------------------------------------------------------- Lambda's event sources
     def _event_sources(self) -> None:
@@ -238,6 +239,9 @@ class PunctualSim:
 
     def _on_failure_destination(self, record: dict[str, Any]) -> None:
         self.result.counters["failure_notices"] += 1
+        if self.direct:  # the destination is the delay queue, which direct delivery does not deploy
+            self.result.counters["failure_notices_without_destination"] += 1
+            return
         self.result.requests[("lambda-destination", "sqs.SendMessage")] += 1
         self.esm_sqs.send_message(QueueUrl=self.settings.delay_queue_url, MessageBody=json.dumps(record))
         self.queue.schedule(self.engine.now + self._u(self.m.sqs_poll_latency_ms), self.engine.now)
@@ -319,9 +323,7 @@ class PunctualSim:
                                   visibility_timeout_s=m.delay_visibility_ms // 1000, capacity=capacity)
         delay, delivery, rejected = (f"https://sqs.{REGION}.amazonaws.com/123456789012/punctual-{q}"
                                      for q in ("delay", "delivery", "rejected"))
-        extra = self.overrides
-        self.settings = Settings(delay_queue_url=delay, delivery_queue_url=delivery,
-                                 rejected_queue_url=rejected, **extra)
+        self.settings = self._settings(delay, delivery, rejected)
         aws.op_put_rule(Name=s.rule_name, ScheduleExpression="cron(0 0 1 1 ? 2199)", State="DISABLED")
         self.table_arn_stream = f"arn:aws:dynamodb:{REGION}:123456789012:table/{s.table_name}/stream/bench"
         self.admin_sqs = BenchClient(aws, "sqs")
@@ -332,6 +334,15 @@ class PunctualSim:
             self._hook(c, handler=True)
         self._hook(self.user_ddb, handler=False, actor="user")
         self._hook(self.esm_sqs, handler=False, actor="lambda-sqs-poller")
+
+    def _settings(self, delay: str, delivery: str, rejected: str) -> Settings:
+        """The handlers' Settings: the run's overrides, the queues' URLs. Direct delivery deploys no
+        delay queue: its URL is left unset, as the construct leaves PUNCTUAL_DELAY_QUEUE_URL."""
+        from punctual.core.config import Settings
+
+        s = Settings(delay_queue_url=delay, delivery_queue_url=delivery, rejected_queue_url=rejected,
+                     **self.overrides)
+        return replace(s, delay_queue_url="") if s.direct else s
 
     def _handler_deps(self) -> Deps:
         """The handlers' Deps over the recording clients (typed as the boto3 clients they stand in for)."""
@@ -366,9 +377,7 @@ class PunctualSim:
         delay = admin_sqs.create_queue(QueueName="punctual-delay", Attributes={"VisibilityTimeout": vt})["QueueUrl"]
         delivery = admin_sqs.create_queue(QueueName="punctual-delivery")["QueueUrl"]
         rejected = admin_sqs.create_queue(QueueName="punctual-rejected")["QueueUrl"]
-        extra = self.overrides
-        self.settings = Settings(delay_queue_url=delay, delivery_queue_url=delivery,
-                                 rejected_queue_url=rejected, **extra)
+        self.settings = self._settings(delay, delivery, rejected)
         admin_events.put_rule(Name=s.rule_name, ScheduleExpression="cron(0 0 1 1 ? 2199)", State="DISABLED")
         self.table_arn_stream = admin_ddb.describe_table(TableName=s.table_name)["Table"]["LatestStreamArn"]
         self.admin_sqs = admin_sqs
@@ -521,6 +530,10 @@ class PunctualSim:
                     i = self.sk_index.get(body.get("key"))
                     if i is not None:
                         self.result.deliveries.setdefault(i, []).append(visible - EPOCH_MS)
+            elif url == self.settings.delay_queue_url and self.direct:
+                # Direct delivery deploys no delay queue and no consumer: nothing sent there is ever
+                # received (the handlers should send nothing there: counted, to show it if they do).
+                self.result.counters["direct_delay_queue_sends"] += len(sent)
             elif url == self.settings.delay_queue_url:
                 for e in sent:
                     visible = self.engine.now + int(e.get("DelaySeconds", 0)) * 1000

@@ -7,15 +7,17 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
 from punctual.bench import run as bench_run
 from punctual.bench.billing import IDLE_RECEIVE_API
 from punctual.bench.models import Models
-from punctual.bench.punctual_sim import EPOCH_MS, RunResult
+from punctual.bench.punctual_sim import EPOCH_MS, PunctualSim, RunResult
 from punctual.bench.report import summarize
 from punctual.bench.run import run_scenario
+from punctual.bench.scenarios import Scenario
 
 from .sim_support import bare_sim
 
@@ -109,5 +111,28 @@ def test_direct_sends_each_task_to_the_delivery_queue_and_nothing_to_the_delay_q
     s = summarize(r)
     assert s.delivered == s.n and s.lost == 0 and s.early == 0 and s.duplicates == 0
     assert s.max is not None and s.max < 2_000, s.max  # whole seconds of delay, phase-aligned after due
-    assert r.counters["delay_queue_messages"] == 0
+    assert r.counters["direct_delay_queue_sends"] == 0
     assert {inv.fn for inv in r.invocations} <= {"poller", "editor"}
+
+
+@pytest.mark.parametrize("delivery", ["consumer", "direct"])
+def test_in_direct_mode_nothing_reaches_a_consumer(delivery):
+    """GIVEN a poller invocation whose retries all failed, and a message sent to the delay queue's URL
+    (none in direct mode), WHEN the simulator runs on, THEN a consumer runs in the default mode only:
+    direct delivery deploys no delay queue (the poller's OnFailure destination) and no consumer."""
+    sim = PunctualSim(Scenario("t", "", [0], [60_000], 120_000), Models(), seed=1, backend="fake",
+                      settings={"delivery": delivery})
+    sim._setup_fake()
+    sim.frozen = SimpleNamespace(move_to=lambda _: None)
+    sim._poll_failed({"id": "rule-event-1"}, attempt=len(sim.rule.retry_delays_ms), error=RuntimeError("boom"))
+    sim.h_sqs.send_message(QueueUrl=sim.settings.delay_queue_url, MessageBody="{}")
+    sim.engine.run(sim.engine.now + 60_000)
+
+    consumers = [inv for inv in sim.result.invocations if inv.fn == "consumer"]
+    assert sim.result.counters["failure_notices"] == 1
+    if delivery == "consumer":
+        assert consumers and sim.result.requests[("lambda-destination", "sqs.SendMessage")] == 1
+    else:
+        assert not consumers and ("lambda-destination", "sqs.SendMessage") not in sim.result.requests
+        assert sim.settings.delay_queue_url == ""  # as deployed: no delay queue
+        assert sim.result.counters["direct_delay_queue_sends"] == 1  # shown in the counters, never received
