@@ -239,7 +239,7 @@ class PunctualSim:
 
     def _on_failure_destination(self, record: dict[str, Any]) -> None:
         self.result.counters["failure_notices"] += 1
-        if self.direct:  # the destination is the delay queue, which direct delivery does not deploy
+        if self.direct:  # the destination is the delay queue, which direct delivery does not deploy (issue 31, step 1)
             self.result.counters["failure_notices_without_destination"] += 1
             return
         self.result.requests[("lambda-destination", "sqs.SendMessage")] += 1
