@@ -26,7 +26,7 @@ import os
 import random
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
@@ -158,10 +158,12 @@ class PunctualSim:
         self._event_sources()
 
     @property
-    def direct(self) -> bool:
-        """Direct delivery mode (Settings.delivery, known once set up): the poller and the editor send
-        to the delivery queue themselves; no delay queue, no consumer, no event source on it."""
-        return self.settings.direct
+    def has_delay_queue(self) -> bool:
+        """A delay queue is deployed (known once set up), with the consumer's event source on it: always
+        in the default mode; in direct delivery the construct keeps it for poll requests and failure
+        notices (docs/architecture.md, "Direct delivery"), unless a run sets ``delay_queue_url`` to ""
+        (the experiment punctual-direct-no-delay-queue: no queue, no consumer, no event source)."""
+        return bool(self.settings.delay_queue_url)
 
     # ---------------------------------------------------------------- Lambda's event sources
     def _event_sources(self) -> None:
@@ -239,7 +241,7 @@ class PunctualSim:
 
     def _on_failure_destination(self, record: dict[str, Any]) -> None:
         self.result.counters["failure_notices"] += 1
-        if self.direct:  # the destination is the delay queue, which direct delivery does not deploy (issue 31, step 1)
+        if not self.has_delay_queue:  # the destination is the delay queue: none deployed, nothing sent nor billed
             self.result.counters["failure_notices_without_destination"] += 1
             return
         self.result.requests[("lambda-destination", "sqs.SendMessage")] += 1
@@ -336,13 +338,12 @@ class PunctualSim:
         self._hook(self.esm_sqs, handler=False, actor="lambda-sqs-poller")
 
     def _settings(self, delay: str, delivery: str, rejected: str) -> Settings:
-        """The handlers' Settings: the run's overrides, the queues' URLs. Direct delivery deploys no
-        delay queue: its URL is left unset, as the construct leaves PUNCTUAL_DELAY_QUEUE_URL."""
+        """The handlers' Settings: the queues' URLs, then the run's overrides (``delay_queue_url`` = ""
+        among them: no delay queue deployed, see :attr:`has_delay_queue`)."""
         from punctual.core.config import Settings
 
-        s = Settings(delay_queue_url=delay, delivery_queue_url=delivery, rejected_queue_url=rejected,
-                     **self.overrides)
-        return replace(s, delay_queue_url="") if s.direct else s
+        return Settings(**{"delay_queue_url": delay, "delivery_queue_url": delivery, "rejected_queue_url": rejected,
+                           **self.overrides})
 
     def _handler_deps(self) -> Deps:
         """The handlers' Deps over the recording clients (typed as the boto3 clients they stand in for)."""
@@ -530,10 +531,10 @@ class PunctualSim:
                     i = self.sk_index.get(body.get("key"))
                     if i is not None:
                         self.result.deliveries.setdefault(i, []).append(visible - EPOCH_MS)
-            elif url == self.settings.delay_queue_url and self.direct:
-                # Direct delivery deploys no delay queue and no consumer: nothing sent there is ever
-                # received (the handlers should send nothing there: counted, to show it if they do).
-                self.result.counters["direct_delay_queue_sends"] += len(sent)
+            elif url == self.settings.delay_queue_url and not self.has_delay_queue:
+                # No delay queue deployed (its URL unset): the handlers should send nothing there; counted
+                # to show it if they do, never received.
+                self.result.counters["sends_without_delay_queue"] += len(sent)
             elif url == self.settings.delay_queue_url:
                 for e in sent:
                     visible = self.engine.now + int(e.get("DelaySeconds", 0)) * 1000
@@ -711,9 +712,10 @@ class PunctualSim:
         self.result.counters["engine_events"] = self.engine.events_run
         if self.outage_plan:
             self._count_outage_lateness()
-        # Lambda's SQS event source long-polls the idle delay queue: billed receives (punctual.bench.billing).
-        # Direct mode deploys no delay queue and no consumer: no event source, nothing to bill.
-        if not self.direct:
+        # Lambda's SQS event source long-polls the idle delay queue: billed receives (punctual.bench.billing);
+        # direct delivery too, as the construct deploys it (its poll requests and failure notices), unless
+        # the run has no delay queue: then no event source, nothing to bill.
+        if self.has_delay_queue:
             self.result.requests[("lambda-sqs-poller", IDLE_RECEIVE_API)] = idle_receives(
                 self.sc.horizon_ms, self.m.esm_idle_pollers, self.m.esm_idle_wait_s)
         self.result.wall_s = _real_elapsed(wall)

@@ -86,42 +86,53 @@ def test_the_cli_runs_it_by_default_and_reports_it_beside_punctual(tmp_path, mon
 
 @pytest.fixture(scope="module")
 def idle_week():
-    """Quick idle, both Punctual strategies: 3 tasks over 7 days (fake backend, seed 1)."""
-    return {r.strategy: r for r in run_scenario("idle", seed=1, quick=True, models=Models(),
-                                                 strategies=("punctual", "punctual-direct"), backend="fake")}
+    """Quick idle: 3 tasks over 7 days (fake backend, seed 1), Punctual's strategies."""
+    return {r.strategy: r for r in run_scenario(
+        "idle", seed=1, quick=True, models=Models(), backend="fake",
+        strategies=("punctual", "punctual-direct", "punctual-direct-no-delay-queue"))}
 
 
-def test_direct_runs_no_consumer_and_bills_no_idle_receives(idle_week):
-    direct, default = idle_week["punctual-direct"], idle_week["punctual"]
-    s = summarize(direct)
+def test_direct_delivers_without_a_consumer_and_bills_the_delay_queue_it_keeps(idle_week):
+    """As the construct deploys it, direct delivery keeps the delay queue and its consumer for poll
+    requests and failure notices: no task goes through them, but the event source's idle long polls
+    are billed as in the default mode."""
+    direct, default = summarize(idle_week["punctual-direct"]), summarize(idle_week["punctual"])
+    assert direct.delivered == direct.n == 3 and direct.lost == 0 and direct.early == 0
+    assert {inv.fn for inv in idle_week["punctual-direct"].invocations} <= {"poller", "editor"}
+    assert "consumer" in {inv.fn for inv in idle_week["punctual"].invocations}
+    assert direct.by_api[IDLE_RECEIVE_API] == default.by_api[IDLE_RECEIVE_API] > 0
+    assert direct.cost_parts["(SQS: idle receives)"] == default.cost_parts["(SQS: idle receives)"] > 1
+
+
+def test_without_the_delay_queue_no_idle_receives_are_billed(idle_week):
+    r = idle_week["punctual-direct-no-delay-queue"]
+    s = summarize(r)
     assert s.delivered == s.n == 3 and s.lost == 0 and s.early == 0
-    assert {inv.fn for inv in direct.invocations} <= {"poller", "editor"}
-    assert not any(actor == "lambda-sqs-poller" for actor, _ in direct.requests)  # no event source at all
+    assert not any(actor == "lambda-sqs-poller" for actor, _ in r.requests)  # no event source at all
     assert IDLE_RECEIVE_API not in s.by_api and s.cost_parts["(SQS: idle receives)"] == 0
-    assert "(Lambda consumer)" not in s.cost_parts
-    # the default strategy still deploys them: its week of idle long polls is in its cost
-    assert summarize(default).by_api[IDLE_RECEIVE_API] > 0 and summarize(default).cost_parts["(SQS: idle receives)"] > 1
+    with_queue = summarize(idle_week["punctual-direct"])
+    assert with_queue.usd_per_million - s.usd_per_million == pytest.approx(
+        with_queue.cost_parts["(SQS: idle receives)"], rel=0.05)  # what the control channel costs, nearly all
 
 
-def test_direct_sends_each_task_to_the_delivery_queue_and_nothing_to_the_delay_queue():
-    """Quick steady (on-time SQS, fake backend): every task delivered once, never early; the handlers'
-    sends all go to the delivery queue, with DelaySeconds."""
+def test_direct_sends_each_task_to_the_delivery_queue_and_nothing_through_a_consumer():
+    """Quick steady (on-time SQS, fake backend): every task delivered once, never early, no consumer
+    invocation (every delay-queue message would start one)."""
     (r,) = run_scenario("steady", seed=1, quick=True, models=Models(), strategies=("punctual-direct",),
                         backend="fake")
     s = summarize(r)
     assert s.delivered == s.n and s.lost == 0 and s.early == 0 and s.duplicates == 0
     assert s.max is not None and s.max < 2_000, s.max  # whole seconds of delay, phase-aligned after due
-    assert r.counters["direct_delay_queue_sends"] == 0
     assert {inv.fn for inv in r.invocations} <= {"poller", "editor"}
 
 
-@pytest.mark.parametrize("delivery", ["consumer", "direct"])
-def test_in_direct_mode_nothing_reaches_a_consumer(delivery):
-    """GIVEN a poller invocation whose retries all failed, and a message sent to the delay queue's URL
-    (none in direct mode), WHEN the simulator runs on, THEN a consumer runs in the default mode only:
-    direct delivery deploys no delay queue (the poller's OnFailure destination) and no consumer."""
-    sim = PunctualSim(Scenario("t", "", [0], [60_000], 120_000), Models(), seed=1, backend="fake",
-                      settings={"delivery": delivery})
+@pytest.mark.parametrize(("settings", "deployed"), [
+    ({}, True), ({"delivery": "direct"}, True), ({"delivery": "direct", "delay_queue_url": ""}, False)])
+def test_a_failure_notice_reaches_the_consumer_only_where_a_delay_queue_is_deployed(settings, deployed):
+    """GIVEN a poller invocation whose retries all failed, and a message sent to the delay queue's URL,
+    WHEN the simulator runs on, THEN a consumer runs (and the notice's send is billed) only when a delay
+    queue is deployed: the default mode and direct delivery as the construct deploys it."""
+    sim = PunctualSim(Scenario("t", "", [0], [60_000], 120_000), Models(), seed=1, backend="fake", settings=settings)
     sim._setup_fake()
     sim.frozen = SimpleNamespace(move_to=lambda _: None)
     sim._poll_failed({"id": "rule-event-1"}, attempt=len(sim.rule.retry_delays_ms), error=RuntimeError("boom"))
@@ -130,9 +141,6 @@ def test_in_direct_mode_nothing_reaches_a_consumer(delivery):
 
     consumers = [inv for inv in sim.result.invocations if inv.fn == "consumer"]
     assert sim.result.counters["failure_notices"] == 1
-    if delivery == "consumer":
-        assert consumers and sim.result.requests[("lambda-destination", "sqs.SendMessage")] == 1
-    else:
-        assert not consumers and ("lambda-destination", "sqs.SendMessage") not in sim.result.requests
-        assert sim.settings.delay_queue_url == ""  # as deployed: no delay queue
-        assert sim.result.counters["direct_delay_queue_sends"] == 1  # shown in the counters, never received
+    assert bool(consumers) == deployed
+    assert (sim.result.requests[("lambda-destination", "sqs.SendMessage")] == 1) == deployed
+    assert sim.result.counters["sends_without_delay_queue"] == (0 if deployed else 1)  # shown, never received
