@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_sqs import SQSClient
 
+    from punctual.core.config import Settings
     from punctual.core.runtime import Deps
 
 REGION = "us-east-1"
@@ -156,6 +157,14 @@ class PunctualSim:
         self.events_quota = ControlPlaneQuota(models.events_control_tps, models.events_control_burst_ms)
         self._event_sources()
 
+    @property
+    def has_delay_queue(self) -> bool:
+        """A delay queue is deployed (known once set up), with the consumer's event source on it: always
+        in the default mode; in direct delivery the construct keeps it for poll requests and failure
+        notices (docs/architecture.md, "Direct delivery"), unless a run sets ``delay_queue_url`` to ""
+        (the experiment punctual-direct-no-delay-queue: no queue, no consumer, no event source)."""
+        return bool(self.settings.delay_queue_url)
+
     # ---------------------------------------------------------------- Lambda's event sources
     def _event_sources(self) -> None:
         """The rule -> poller, the stream -> editor and the delay queue -> consumer
@@ -232,6 +241,9 @@ class PunctualSim:
 
     def _on_failure_destination(self, record: dict[str, Any]) -> None:
         self.result.counters["failure_notices"] += 1
+        if not self.has_delay_queue:  # the destination is the delay queue: none deployed, nothing sent nor billed
+            self.result.counters["failure_notices_without_destination"] += 1
+            return
         self.result.requests[("lambda-destination", "sqs.SendMessage")] += 1
         self.esm_sqs.send_message(QueueUrl=self.settings.delay_queue_url, MessageBody=json.dumps(record))
         self.queue.schedule(self.engine.now + self._u(self.m.sqs_poll_latency_ms), self.engine.now)
@@ -313,9 +325,7 @@ class PunctualSim:
                                   visibility_timeout_s=m.delay_visibility_ms // 1000, capacity=capacity)
         delay, delivery, rejected = (f"https://sqs.{REGION}.amazonaws.com/123456789012/punctual-{q}"
                                      for q in ("delay", "delivery", "rejected"))
-        extra = self.overrides
-        self.settings = Settings(delay_queue_url=delay, delivery_queue_url=delivery,
-                                 rejected_queue_url=rejected, **extra)
+        self.settings = self._settings(delay, delivery, rejected)
         aws.op_put_rule(Name=s.rule_name, ScheduleExpression="cron(0 0 1 1 ? 2199)", State="DISABLED")
         self.table_arn_stream = f"arn:aws:dynamodb:{REGION}:123456789012:table/{s.table_name}/stream/bench"
         self.admin_sqs = BenchClient(aws, "sqs")
@@ -326,6 +336,14 @@ class PunctualSim:
             self._hook(c, handler=True)
         self._hook(self.user_ddb, handler=False, actor="user")
         self._hook(self.esm_sqs, handler=False, actor="lambda-sqs-poller")
+
+    def _settings(self, delay: str, delivery: str, rejected: str) -> Settings:
+        """The handlers' Settings: the queues' URLs, then the run's overrides (``delay_queue_url`` = ""
+        among them: no delay queue deployed, see :attr:`has_delay_queue`)."""
+        from punctual.core.config import Settings
+
+        return Settings(**{"delay_queue_url": delay, "delivery_queue_url": delivery, "rejected_queue_url": rejected,
+                           **self.overrides})
 
     def _handler_deps(self) -> Deps:
         """The handlers' Deps over the recording clients (typed as the boto3 clients they stand in for)."""
@@ -360,9 +378,7 @@ class PunctualSim:
         delay = admin_sqs.create_queue(QueueName="punctual-delay", Attributes={"VisibilityTimeout": vt})["QueueUrl"]
         delivery = admin_sqs.create_queue(QueueName="punctual-delivery")["QueueUrl"]
         rejected = admin_sqs.create_queue(QueueName="punctual-rejected")["QueueUrl"]
-        extra = self.overrides
-        self.settings = Settings(delay_queue_url=delay, delivery_queue_url=delivery,
-                                 rejected_queue_url=rejected, **extra)
+        self.settings = self._settings(delay, delivery, rejected)
         admin_events.put_rule(Name=s.rule_name, ScheduleExpression="cron(0 0 1 1 ? 2199)", State="DISABLED")
         self.table_arn_stream = admin_ddb.describe_table(TableName=s.table_name)["Table"]["LatestStreamArn"]
         self.admin_sqs = admin_sqs
@@ -510,10 +526,15 @@ class PunctualSim:
                 proc.info["sent"] = proc.info.get("sent", 0) + len(sent)
             if url == self.settings.delivery_queue_url:
                 for e in sent:
+                    visible = self._delivery_visible_ms(e)
                     body = json.loads(e["MessageBody"])
                     i = self.sk_index.get(body.get("key"))
                     if i is not None:
-                        self.result.deliveries.setdefault(i, []).append(self.engine.now - EPOCH_MS)
+                        self.result.deliveries.setdefault(i, []).append(visible - EPOCH_MS)
+            elif url == self.settings.delay_queue_url and not self.has_delay_queue:
+                # No delay queue deployed (its URL unset): the handlers should send nothing there; counted
+                # to show it if they do, never received.
+                self.result.counters["sends_without_delay_queue"] += len(sent)
             elif url == self.settings.delay_queue_url:
                 for e in sent:
                     visible = self.engine.now + int(e.get("DelaySeconds", 0)) * 1000
@@ -526,6 +547,18 @@ class PunctualSim:
         elif op == "ChangeMessageVisibility" and url == self.settings.delay_queue_url:
             back = self.engine.now + int(params.get("VisibilityTimeout", 0)) * 1000
             self.queue.schedule(back + self._u(self.m.sqs_poll_latency_ms), back)
+
+    def _delivery_visible_ms(self, entry: dict[str, Any]) -> int:
+        """When a message sent now to the delivery queue becomes visible to the user's consumers: its
+        delivery time. The consumer sends at the due ms with no delay: at once. Direct mode sends with
+        DelaySeconds: when they end (the documented on-time model), or up to ``sqs_early_max_ms``
+        before under the early reading, drawn as for the delay queue (never before the send)."""
+        delay_s = int(entry.get("DelaySeconds") or 0)
+        if delay_s <= 0:
+            return self.engine.now  # no draw: a run without delays keeps its random sequence
+        visible = self.engine.now + delay_s * 1000
+        early = self.rng.randint(0, self.m.sqs_early_max_ms)
+        return max(self.engine.now, visible - early)
 
     # ---------------------------------------------------------------- Lambda invocations
     def _invoke(self, fn: str, t_ms: int, body: Any, on_done: Any) -> None:
@@ -679,9 +712,12 @@ class PunctualSim:
         self.result.counters["engine_events"] = self.engine.events_run
         if self.outage_plan:
             self._count_outage_lateness()
-        # Lambda's SQS event source long-polls the idle delay queue: billed receives (punctual.bench.billing)
-        self.result.requests[("lambda-sqs-poller", IDLE_RECEIVE_API)] = idle_receives(
-            self.sc.horizon_ms, self.m.esm_idle_pollers, self.m.esm_idle_wait_s)
+        # Lambda's SQS event source long-polls the idle delay queue: billed receives (punctual.bench.billing);
+        # direct delivery too, as the construct deploys it (its poll requests and failure notices), unless
+        # the run has no delay queue: then no event source, nothing to bill.
+        if self.has_delay_queue:
+            self.result.requests[("lambda-sqs-poller", IDLE_RECEIVE_API)] = idle_receives(
+                self.sc.horizon_ms, self.m.esm_idle_pollers, self.m.esm_idle_wait_s)
         self.result.wall_s = _real_elapsed(wall)
         return self.result
 

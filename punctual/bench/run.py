@@ -11,6 +11,7 @@ import tempfile
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
+from typing import Any
 
 from . import prices
 from .alternatives import eventbridge_scheduler
@@ -20,17 +21,25 @@ from .punctual_sim import PunctualSim, RunResult
 from .report import Summary, api_table, machine_summary, plots, summarize, table
 from .scenarios import DEFAULT_NAMES, NAMES, build
 
-STRATEGIES = ("punctual", "cdk-scheduler", "eventbridge-scheduler")
+# Strategies that run Punctual's real handlers, with the Settings each overrides: punctual-direct is
+# the direct delivery mode as the construct deploys it (Settings.delivery = "direct": the poller and
+# the editor send each task to the delivery queue with DelaySeconds; the delay queue and the consumer
+# carry poll requests and failure notices only; docs/benchmark.md, "Direct delivery").
+PUNCTUAL_STRATEGIES: dict[str, dict[str, Any]] = {"punctual": {}, "punctual-direct": {"delivery": "direct"}}
+STRATEGIES = (*PUNCTUAL_STRATEGIES, "cdk-scheduler", "eventbridge-scheduler")
 # Strategies a scenario runs without --strategy, when not all: the alternatives' models have no
 # DynamoDB partition limits, so their firehose figures would be those of an unthrottled table.
-SCENARIO_STRATEGIES = {"firehose": ("punctual",)}
+SCENARIO_STRATEGIES = {"firehose": tuple(PUNCTUAL_STRATEGIES)}
 # Not run by default: Punctual with one setting changed, to show what it buys (docs/benchmark.md).
 # punctual-wake0: wake_early_ms=0 (DelaySeconds ceiled to the due time itself: the design before
 # the wake-early setting); punctual-per-row: group_span_ms=0 (one delay-queue message per row:
-# the design before groups).
-EXPERIMENTS: dict[str, dict[str, int]] = {
+# the design before groups); punctual-direct-no-delay-queue: direct delivery without the delay queue
+# the construct keeps for poll requests and failure notices (no consumer, no idle receives: what
+# that control channel costs; a poll that cannot arm then has only Lambda's retries).
+EXPERIMENTS: dict[str, dict[str, Any]] = {
     "punctual-wake0": {"wake_early_ms": 0},
     "punctual-per-row": {"group_span_ms": 0},
+    "punctual-direct-no-delay-queue": {"delivery": "direct", "delay_queue_url": ""},
 }
 # SQS delay timers: "on-time" (what AWS documents: visible when DelaySeconds elapse, the default),
 # "early" (a stress reading, an assumption: up to EARLY_READING_MS before), "both" runs every strategy
@@ -56,7 +65,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=int, default=None,
                    help="firehose only: inserts a second (default 10,000; for 60 s unless --tasks says how many)")
     p.add_argument("--strategy", action="append", choices=STRATEGIES + tuple(EXPERIMENTS),
-                   help="default: the three strategies; punctual-wake0 is Punctual with wake_early_ms=0, "
+                   help="default: every strategy but the experiments; punctual-direct is Punctual's direct "
+                        "delivery mode (delivery=direct), punctual-direct-no-delay-queue the same without the "
+                        "delay queue it keeps for poll requests, punctual-wake0 Punctual with wake_early_ms=0, "
                         "punctual-per-row with group_span_ms=0")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="override a model parameter (see punctual/bench/models.py)")
@@ -117,15 +128,15 @@ def run_settings(args: argparse.Namespace) -> dict[str, int]:
 
 def run_scenario(name: str, seed: int, quick: bool, models: Models, strategies=STRATEGIES,
                  tasks: int | None = None, backend: str = "moto",
-                 settings: dict[str, int] | None = None, rate: int | None = None) -> list[RunResult]:
+                 settings: dict[str, Any] | None = None, rate: int | None = None) -> list[RunResult]:
     sc = build(name, seed, quick=quick, n=tasks, rate=rate)
     m = models  # the fault rates apply to the faults scenario only (the simulators check sc.faults)
     out: list[RunResult] = []
     for strategy in strategies:
         started = time.perf_counter()
-        if strategy == "punctual" or strategy in EXPERIMENTS:
-            r = PunctualSim(sc, m, seed, settings={**(settings or {}), **EXPERIMENTS.get(strategy, {})},
-                            backend=backend, name=strategy).run()
+        own = PUNCTUAL_STRATEGIES.get(strategy, EXPERIMENTS.get(strategy))
+        if own is not None:
+            r = PunctualSim(sc, m, seed, settings={**(settings or {}), **own}, backend=backend, name=strategy).run()
         elif strategy == "cdk-scheduler":
             r = cdk_scheduler(sc, m, seed)
         else:
