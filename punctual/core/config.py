@@ -103,6 +103,11 @@ class Settings:
     # the delivery queue at most ``align_step_ms`` after its due ms (docs/architecture.md,
     # "Direct delivery").
     delivery: str = "consumer"
+    # Direct delivery: a sender waits at most this long for an event's phase (the moment that makes
+    # it visible on its due ms); an event whose phase is further away is sent at once, visible less
+    # than 1,000 - this many ms after due. 1,000: always wait (lateness <= align_step_ms); lower
+    # trades the senders' billed wait for lateness (docs/benchmark.md, "Direct delivery").
+    direct_max_wait_ms: int = 1000
     # Shape of each delivery-queue message body: one of EVENT_FORMATS.
     event_format: str = "punctual"
     # Log lines below this level are not written (observability.LEVELS; metrics always are).
@@ -146,6 +151,8 @@ class Settings:
         if self.event_format not in EVENT_FORMATS:
             raise ValueError(f"event_format must be one of {', '.join(map(repr, EVENT_FORMATS))}, "
                              f"got {self.event_format!r}")
+        if not 0 <= self.direct_max_wait_ms <= 1000:
+            raise ValueError(f"direct_max_wait_ms must be 0..1000, got {self.direct_max_wait_ms}")
         if self.delivery not in DELIVERY_MODES:
             raise ValueError(f"delivery must be one of {', '.join(map(repr, DELIVERY_MODES))}, "
                              f"got {self.delivery!r}")
@@ -223,6 +230,7 @@ ENV: dict[str, str] = {
     "consumer_max_rows": "PUNCTUAL_CONSUMER_MAX_ROWS",
     "event_format": "PUNCTUAL_EVENT_FORMAT",
     "delivery": "PUNCTUAL_DELIVERY",
+    "direct_max_wait_ms": "PUNCTUAL_DIRECT_MAX_WAIT_MS",
     "log_level": "PUNCTUAL_LOG_LEVEL",
 }
 

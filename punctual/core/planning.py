@@ -39,7 +39,7 @@ def delay_seconds(due_ms: int, now_ms: int, wake_early_ms: int = 0) -> int:
 
 
 def aligned_send_times(targets: Sequence[int], now_ms: int, step_ms: int,
-                       near: bool = False) -> list[tuple[int, list[int]]]:
+                       near: bool = False, max_wait_ms: int = 1000) -> list[tuple[int, list[int]]]:
     """When to send messages so that whole seconds of DelaySeconds make each one visible at its
     target (``targets[i]``, epoch ms) or at most ``step_ms`` after it (docs/architecture.md,
     "Sends aligned to the due ms"): (send at, the indexes sent then), earliest first.
@@ -49,10 +49,15 @@ def aligned_send_times(targets: Sequence[int], now_ms: int, step_ms: int,
     at the last of those phases: sent before its phase, a message's DelaySeconds (rounded up)
     would make it visible nearly a second after its target. A target less than a second away has
     no phase here: it is not in the plan (sent at once); with ``near``, its phase is the target
-    itself (``now`` when past), where it is sent with no delay (direct delivery)."""
+    itself (``now`` when past), where it is sent with no delay (direct delivery).
+
+    ``max_wait_ms``: a message whose phase is further than that from now is not waited for: it is
+    sent at now, visible up to a second after its target, less than ``1000 - max_wait_ms`` after it
+    (direct delivery's knob between a sender's billed wait and lateness)."""
     if step_ms < 1:
         raise ValueError(f"step_ms must be >= 1, got {step_ms}")
     phased = sorted((_phase(t, now_ms), i) for i, t in enumerate(targets) if near or t - now_ms >= 1000)
+    phased = sorted((at if at - now_ms <= max_wait_ms else now_ms, i) for at, i in phased)
     plan: list[tuple[int, list[int]]] = []
     first = 0
     for at, i in phased:

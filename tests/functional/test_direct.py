@@ -273,3 +273,29 @@ def test_a_task_taken_out_after_its_send_is_reported_already_enqueued_to_a_direc
     with pytest.raises(NotFound) as default:
         user(direct).cancel(key)
     assert type(default.value) is NotFound
+
+
+def test_a_direct_send_emits_the_consumers_lateness_and_delivered_metrics(direct):
+    """The lateness alarm and the dashboard read LatenessMs and Delivered, which the consumer emits in
+    the default mode: in direct delivery the sender emits them, with the lateness each send planned
+    (its event's lateness_ms). Mutant: no metrics from the direct path (the alarm never fires)."""
+    import io
+
+    from punctual.core import observability as obs
+    from punctual.core.metrics_names import DELIVERED, LATENESS_MS
+    from tests.unit.test_observability import assert_valid_emf, values_of
+
+    sent = sends(direct)
+    for name, off in {"a": 100_250, "e": 150_200, "past": -5_000}.items():
+        direct.put_raw(sk(off, name), {"n": name})
+    buf = io.StringIO()
+    obs.set_stream(buf)
+    try:
+        poll(direct.deps)
+    finally:
+        obs.set_stream(None)
+    emf = [rec for rec in map(json.loads, buf.getvalue().splitlines()) if "_aws" in rec]
+    for rec in emf:
+        assert_valid_emf(rec)
+    assert sorted(values_of(emf, LATENESS_MS)) == sorted(body["lateness_ms"] for _, _, _, body in sent) == [0, 50, 5_000]
+    assert values_of(emf, DELIVERED) == [3]

@@ -429,3 +429,29 @@ def test_a_direct_send_is_never_visible_before_its_due_ms_nor_a_step_after(now, 
             d = delay_seconds(dues[i], at)
             assert 0 <= d <= 900
             assert dues[i] <= at + d * 1000 < max(dues[i], now) + step
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    now=st.integers(T0, T0 + 10**10),
+    offsets=st.lists(st.integers(-5_000, 900_000), max_size=40),
+    step=st.integers(1, 1000),
+    max_wait=st.integers(0, 1000),
+)
+def test_a_direct_send_waits_at_most_max_wait_and_is_late_by_less_than_a_second_minus_it(now, offsets, step,
+                                                                                           max_wait):
+    """``max_wait_ms``: a phase further than that is not waited for: the event goes at now (with the
+    bucket it falls in, at most a step later), never early, and less than 1,000 - max_wait (+ that
+    step) after its due ms. Mutant: the far ones sent at their phase anyway (a wait over max_wait)."""
+    from punctual.core.planning import aligned_send_times
+
+    dues = [now + off for off in offsets]
+    plan = aligned_send_times(dues, now, step, near=True, max_wait_ms=max_wait)
+    assert sorted(i for _, idx in plan for i in idx) == list(range(len(dues)))
+    for at, idx in plan:
+        assert now <= at <= now + max_wait  # never a longer wait
+        for i in idx:
+            visible = at + delay_seconds(dues[i], at) * 1000
+            assert visible >= dues[i]
+            # a far one, sent with a bucket up to a step after now: < 1,000 - max_wait + that step late
+            assert visible - max(dues[i], now) < 1000 - max_wait + step

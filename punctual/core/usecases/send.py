@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from punctual.core import metrics_names as names
 from punctual.core import observability as obs
 from punctual.core.clock import Clock, sleep_until
 from punctual.core.config import Settings
@@ -203,24 +204,37 @@ def _claim_and_deliver_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, c
     claimed, refused = _claim_all(ddb, s, clock, tasks, token, take_over, report)
     if not claimed:
         return not refused
-    failures = {(f.ref,): f for f in _deliver(sqs, s, clock, [task for task, _ in claimed])}
+    visible: dict[int, int] = {}  # index -> when its event becomes visible, as sent
+    failures = {(f.ref,): f for f in _deliver(sqs, s, clock, [task for task, _ in claimed], visible)}
     sent = _settle(ddb, s, clock, claimed, [(i,) for i in range(len(claimed))], failures, report)
+    # the consumer's metrics (its lateness alarm and dashboard), with the lateness each send planned
+    lateness = [visible[i] - task.due_ms for i, (task, _) in enumerate(claimed) if (i,) not in failures]
+    obs.metrics(s, [(names.LATENESS_MS, "Milliseconds", lateness), (names.DELIVERED, "Count", len(lateness))],
+                timestamp_ms=clock.now_ms())
     _, left, _ = delete_sent(ddb, s, clock, [RowSend(t.pk, t.sk, t.attempt, at) for t, at in sent])
     for row in left:
         obs.log("WARNING", "sent row not taken out; its orphan check sends it again", sk=row.sk)
     return not refused
 
 
-def _deliver(sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task]) -> list[Failed]:
+def _deliver(sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
+             visible: dict[int, int]) -> list[Failed]:
     """Send each task's event to the delivery queue, failures returned (``ref``: the task's index).
     Each goes at its phase (planning.aligned_send_times, ``near``): DelaySeconds rounded up from a
     clock read right before the call make it visible at its due ms at the earliest, and at most
-    ``s.align_step_ms`` after it. With less than ALIGN_RESERVE_MS of the invocation left, all go
-    at once (each visible up to a second after its due ms)."""
+    ``s.align_step_ms`` after it; one whose phase is more than ``s.direct_max_wait_ms`` away goes
+    at once, visible less than ``1000 - direct_max_wait_ms`` after its due ms. With less than
+    ALIGN_RESERVE_MS of the invocation left, all go at once (each up to a second after its due ms).
+    ``visible`` gets, by index, when each event sent becomes visible (its body's ``delivered_at``)."""
     now, left = clock.now_ms(), time_left_ms(clock)
     plan = ([(now, list(range(len(tasks))))] if left is not None and left < ALIGN_RESERVE_MS
-            else aligned_send_times([t.due_ms for t in tasks], now, s.align_step_ms, near=True))
-    out = [Outgoing(ref=i, body=direct_body(t, s, t.due_ms, 0), render=partial(direct_body, t, s))
+            else aligned_send_times([t.due_ms for t in tasks], now, s.align_step_ms, near=True,
+                                    max_wait_ms=s.direct_max_wait_ms))
+    def render(i: int, now_ms: int, delay_s: int) -> str:
+        visible[i] = now_ms + delay_s * 1000
+        return direct_body(tasks[i], s, now_ms, delay_s)
+
+    out = [Outgoing(ref=i, body=direct_body(t, s, t.due_ms, 0), render=partial(render, i))
            for i, t in enumerate(tasks)]
     due = {o.ref: t.due_ms for o, t in zip(out, tasks, strict=True)}
     failed: list[Failed] = []
