@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 
+from punctual.core.config import Settings
 from tests.reliability.outages import (
     CRASHING,
     KINDS,
@@ -42,6 +43,16 @@ def test_every_pending_task_is_delivered_soon_after_the_outage(phase, service, k
     assert len(case.outcome.expected) >= 10, "scenario broken"
     # "at a poll" the dying function meets the fault (between polls, a short one may pass unseen)
     assert service not in CRASHING or phase != "at a poll" or case.crashes > 0, "the function never died"
+    assert problems(case) == [], (problems(case), case.errors[:3])
+
+
+@pytest.mark.parametrize(("phase", "service", "kind", "minutes"), CASES)
+def test_every_pending_task_is_delivered_soon_after_the_outage_in_direct_delivery(phase, service, kind, minutes):
+    """The same outages in direct delivery (docs/architecture.md, "Direct delivery"): the poller and
+    the editor send the events; a send SQS refuses releases its claim, and the rows wait for a poll;
+    a poll that cannot arm asks for one through the delay queue, which the construct keeps for that."""
+    case = run_outage(service, minutes, kind, phase=phase, settings=Settings(send_workers=1, delivery="direct"))
+    assert len(case.outcome.expected) >= 10, "scenario broken"
     assert problems(case) == [], (problems(case), case.errors[:3])
 
 
