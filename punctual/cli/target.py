@@ -31,6 +31,9 @@ class Target:
     rule: str | None = None
     source: str = "flags/env"
     shards: int = 1
+    # the deployment's delivery mode and window: which error names a task taken out after its send
+    delivery: str = "consumer"
+    window_seconds: int = 900
     _clients: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def need_table(self) -> str:
@@ -71,7 +74,8 @@ class Target:
 
     def client(self) -> PunctualClient:
         """The Python client on this target's table and partition."""
-        return PunctualClient(self.need_table(), self.partition, shards=self.shards, ddb=self.clients()["dynamodb"],
+        return PunctualClient(self.need_table(), self.partition, shards=self.shards, delivery=self.delivery,
+                              window_seconds=self.window_seconds, ddb=self.clients()["dynamodb"],
                               sqs=self.clients()["sqs"], clock=SystemClock())
 
 
@@ -97,7 +101,16 @@ def resolve_target(args: argparse.Namespace, environ: Mapping[str, str] | None =
         rule=_first(env.get(ENV["rule_name"]), mine.get("rule")),
         source=str(Path(args.state_dir) / "local.json") if mine else "flags/env",
         shards=_shards(_first(getattr(args, "shards", None), env.get(ENV["shards"]), mine.get("shards"), 1)),
+        delivery=str(_first(env.get(ENV["delivery"]), mine.get("delivery"), "consumer")),
+        window_seconds=_whole(_first(env.get(ENV["window_seconds"]), mine.get("window_seconds"), 900), "window"),
     )
+
+
+def _whole(value: Any, name: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise CliError(f"{name} must be a whole number, got {value!r}") from None
 
 
 def _shards(value: Any) -> int:

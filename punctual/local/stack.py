@@ -242,6 +242,8 @@ class LocalStack:
             "table": s.table_name,
             "partition": s.partition_key_value,
             "shards": s.shards,
+            "delivery": s.delivery,
+            "window_seconds": s.window_seconds,
             "rule": s.rule_name,
             "queues": self.queue_roles(),
             "functions": {f.name: f.handler for f in self.model.functions.values()},

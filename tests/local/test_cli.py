@@ -160,3 +160,18 @@ def test_shards_put_a_task_in_its_ids_shard_and_status_counts_every_shard(capsys
     monkeypatch.setenv("PUNCTUAL_SHARDS", "65")
     code, _, err = run(capsys, tmp_path, "status", "--table", table)
     assert code != 0 and "shards must be 1..64" in one_line(err)
+
+
+def test_the_cli_client_knows_the_deployments_delivery_and_window(tmp_path):
+    """A task taken out after its send (direct delivery) is named AlreadyEnqueued by a client told the
+    deployment's delivery and window: the CLI reads them from the environment (or local.json)."""
+    import argparse
+
+    from punctual.cli.target import resolve_target
+
+    args = argparse.Namespace(state_dir=str(tmp_path), endpoint_url=None, region=None, table="t", partition=None)
+    target = resolve_target(args, {"PUNCTUAL_DELIVERY": "direct", "PUNCTUAL_WINDOW_SECONDS": "300"})
+    c = target.client()
+    assert (c.settings.delivery, c.settings.window_seconds) == ("direct", 300)
+    default = resolve_target(args, {}).client()
+    assert (default.settings.delivery, default.settings.window_seconds) == ("consumer", 900)
