@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from punctual.client import PunctualClient
+from punctual.core.config import Settings
 from punctual.core.models import ATTR_DIRECT, ATTR_ENQUEUED_MS, event_id
 from punctual.core.usecases.ensure_poll import NoPollRequests, request_poll
 from punctual.core.usecases.poll import poll
@@ -27,7 +28,9 @@ STEP = 100
 
 @pytest.fixture
 def direct(stack):
-    stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, delivery="direct", align_step_ms=STEP)
+    # direct_max_wait_ms 1,000: every phase waited for (the default, 750, is pinned on its own below)
+    stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, delivery="direct", align_step_ms=STEP,
+                                                               direct_max_wait_ms=1000)
     return stack
 
 
@@ -299,3 +302,17 @@ def test_a_direct_send_emits_the_consumers_lateness_and_delivered_metrics(direct
         assert_valid_emf(rec)
     assert sorted(values_of(emf, LATENESS_MS)) == sorted(body["lateness_ms"] for _, _, _, body in sent) == [0, 50, 5_000]
     assert values_of(emf, DELIVERED) == [3]
+
+
+def test_by_default_a_phase_more_than_750_ms_away_is_not_waited_for(direct):
+    """direct_max_wait_ms 750 (the default): a row whose phase is 999 ms away is sent at once with
+    its delay rounded up (visible 1 ms after its due ms, never before); one 700 ms away waits for it.
+    Mutant: the wait bound ignored (the first row sent at 999 ms)."""
+    assert Settings().direct_max_wait_ms == 750
+    direct.settings = direct.deps.settings = dataclasses.replace(direct.settings, direct_max_wait_ms=750)
+    sent = sends(direct)
+    direct.put_raw(sk(300_999, "far"), {"n": "far"})
+    direct.put_raw(sk(100_700, "near"), {"n": "near"})
+    poll(direct.deps)
+    assert {body["id"]: (at - T0_MS, delay, body["lateness_ms"]) for at, _, delay, body in sent} == {
+        "far": (0, 301, 1), "near": (700, 100, 0)}
