@@ -30,7 +30,14 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
-from punctual.core.config import ATTR_EXPIRES, META_PK, RULE_DESCRIPTION, Settings, to_environment
+from punctual.core.config import (
+    ATTR_EXPIRES,
+    DIRECT_LEAD_SECONDS,
+    META_PK,
+    RULE_DESCRIPTION,
+    Settings,
+    to_environment,
+)
 from punctual.core.cron import one_shot_cron
 from punctual.core.metrics_names import (
     DELIVERED,
@@ -180,7 +187,8 @@ class Scheduler(Construct):
         60 s..15 min and >= ``lead`` + 60 s. Default: 15 minutes (the SQS DelaySeconds maximum).
     :param lead: the rule is armed this long before the next unsent task is due (covers
         EventBridge firing anywhere in its minute, the Lambda start and the poll claiming tens of
-        thousands of rows due together before the first is due). Default: 5 minutes.
+        thousands of rows due together before the first is due). Default: 5 minutes; 10 minutes
+        with ``delivery="direct"`` (its poll also sends and deletes each row).
     :param orphan_grace: a sent row still present this long after it should have been
         delivered is sent again; more than the delay queue's visibility timeout (3 min).
         Default: 5 minutes.
@@ -289,7 +297,7 @@ class Scheduler(Construct):
                    "lateness_alarm_threshold_ms": lateness_alarm_threshold_ms}
         given = {"window": window, "lead": lead, "orphan_grace": orphan_grace,
                  "lateness_alarm_threshold": lateness_alarm_threshold}
-        durations = self._durations(given, aliases)
+        durations = self._durations(given, aliases, delivery)
         window_seconds = self._whole_seconds("window", durations["window"])
         lead_seconds = self._whole_seconds("lead", durations["lead"])
         orphan_grace_seconds = self._whole_seconds("orphan_grace", durations["orphan_grace"])
@@ -610,10 +618,13 @@ class Scheduler(Construct):
         return resync
 
     # ---- props ------------------------------------------------------------------------------------
-    def _durations(self, given: dict[str, Duration | None], aliases: dict[str, int | None]) -> dict[str, Duration]:
+    def _durations(self, given: dict[str, Duration | None], aliases: dict[str, int | None],
+                   delivery: str) -> dict[str, Duration]:
         """Each Duration prop from itself, else from its deprecated int alias (with a deprecation
-        warning on this construct), else its default; both given is an error."""
-        defaults = {"window": Duration.seconds(DEFAULTS.window_seconds), "lead": Duration.seconds(DEFAULTS.lead_seconds),
+        warning on this construct), else its default (``lead``: longer in direct delivery,
+        DIRECT_LEAD_SECONDS); both given is an error."""
+        lead_s = DIRECT_LEAD_SECONDS if delivery == "direct" else DEFAULTS.lead_seconds
+        defaults = {"window": Duration.seconds(DEFAULTS.window_seconds), "lead": Duration.seconds(lead_s),
                     "orphan_grace": Duration.seconds(DEFAULTS.orphan_grace_seconds),
                     "lateness_alarm_threshold": DEFAULT_LATENESS_ALARM_THRESHOLD}
         out = {name: value for name, value in given.items() if value is not None}

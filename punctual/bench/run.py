@@ -13,6 +13,8 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
+from punctual.core.config import DIRECT_LEAD_SECONDS
+
 from . import prices
 from .alternatives import eventbridge_scheduler
 from .cdk_scheduler import cdk_scheduler
@@ -25,7 +27,8 @@ from .scenarios import DEFAULT_NAMES, NAMES, build
 # the direct delivery mode as the construct deploys it (Settings.delivery = "direct": the poller and
 # the editor send each task to the delivery queue with DelaySeconds; the delay queue and the consumer
 # carry poll requests and failure notices only; docs/benchmark.md, "Direct delivery").
-PUNCTUAL_STRATEGIES: dict[str, dict[str, Any]] = {"punctual": {}, "punctual-direct": {"delivery": "direct"}}
+PUNCTUAL_STRATEGIES: dict[str, dict[str, Any]] = {
+    "punctual": {}, "punctual-direct": {"delivery": "direct", "lead_seconds": DIRECT_LEAD_SECONDS}}
 STRATEGIES = (*PUNCTUAL_STRATEGIES, "cdk-scheduler", "eventbridge-scheduler")
 # Strategies a scenario runs without --strategy, when not all: the alternatives' models have no
 # DynamoDB partition limits, so their firehose figures would be those of an unthrottled table.
@@ -39,7 +42,7 @@ SCENARIO_STRATEGIES = {"firehose": tuple(PUNCTUAL_STRATEGIES)}
 EXPERIMENTS: dict[str, dict[str, Any]] = {
     "punctual-wake0": {"wake_early_ms": 0},
     "punctual-per-row": {"group_span_ms": 0},
-    "punctual-direct-no-delay-queue": {"delivery": "direct", "delay_queue_url": ""},
+    "punctual-direct-no-delay-queue": {"delivery": "direct", "lead_seconds": DIRECT_LEAD_SECONDS, "delay_queue_url": ""},
 }
 # SQS delay timers: "on-time" (what AWS documents: visible when DelaySeconds elapse, the default),
 # "early" (a stress reading, an assumption: up to EARLY_READING_MS before), "both" runs every strategy

@@ -227,3 +227,11 @@ def test_shards_reach_the_functions_and_grant_schedule_covers_every_partition():
                  if "Producer" in json.dumps(p["Properties"]["Roles"])]
     (statement, _fence_check) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": list(s.partitions)}}
+
+
+def test_direct_delivery_defaults_to_a_longer_lead():
+    """Its poll writes twice a row (claim, delete) where the default mode's writes once: a cluster
+    needs the poll started earlier (config.DIRECT_LEAD_SECONDS); a lead given is kept."""
+    assert _env(Scheduler(_stack(), "S", delivery="direct"))[ENV["lead_seconds"]] == "600"
+    assert _env(Scheduler(_stack(), "S"))[ENV["lead_seconds"]] == "300"
+    assert _env(Scheduler(_stack(), "S", delivery="direct", lead=Duration.minutes(4)))[ENV["lead_seconds"]] == "240"
