@@ -316,33 +316,3 @@ def test_by_default_a_phase_more_than_750_ms_away_is_not_waited_for(direct):
     poll(direct.deps)
     assert {body["id"]: (at - T0_MS, delay, body["lateness_ms"]) for at, _, delay, body in sent} == {
         "far": (0, 301, 1), "near": (700, 100, 0)}
-
-
-def test_a_direct_poll_claims_sends_and_takes_out_250_rows_at_a_time(direct):
-    """send.DIRECT_CHUNK_ROWS: 600 rows due on the same ms go as chunks of 250, 250 and 100, each
-    claimed, sent (one phase's send) and taken out before the next is claimed: a phase's send stays
-    short, so the last of its calls is not late (docs/benchmark.md, "Direct delivery"). Mutant:
-    chunks of 1,000 (60 sends before the first delete)."""
-    from punctual.core.usecases.send import DIRECT_CHUNK_ROWS
-
-    assert DIRECT_CHUNK_ROWS == 250
-    from tests.functional.helpers import put_many
-
-    put_many(direct, [(sk(100_500, f"r{i:03}"), {"n": str(i)}) for i in range(600)])
-    calls: list[str] = []
-    for c in (direct.ddb, direct.sqs):
-        c.meta.events.register(f"before-call.{c.meta.service_model.service_name}",
-                               lambda model, **_: calls.append(model.name))
-    assert poll(direct.deps).sent == 600
-    work = [c for c in calls if c in ("UpdateItem", "SendMessageBatch", "DeleteItem")]
-    runs: list[tuple[str, int]] = []
-    for c in work:
-        if runs and runs[-1][0] == c:
-            runs[-1] = (c, runs[-1][1] + 1)
-        else:
-            runs.append((c, 1))
-    # the lease and arming writes (UpdateItem of the meta row) come before and after the chunks
-    chunks = [r for r in runs if r[0] == "SendMessageBatch"]
-    assert chunks == [("SendMessageBatch", 25), ("SendMessageBatch", 25), ("SendMessageBatch", 10)]
-    assert ("DeleteItem", 250) in runs and ("DeleteItem", 100) in runs
-    assert direct.rows() == []

@@ -109,12 +109,6 @@ def _groups(claimed: Sequence[tuple[Task, int]], span_ms: int) -> list[tuple[int
 # rest, instead of sending nothing until every row is claimed (a claim is a write per row: ~1 ms of
 # the poller's CPU each, so 50,000 rows due together took ~1.5 min before any was sent).
 SEND_CHUNK_ROWS = 1000
-# Direct delivery sends a chunk's events due together in one phase's send, each call's DelaySeconds
-# counted from its own clock: a chunk of 1,000 rows due on one ms (~100 calls, ~0.5 s of the poller's
-# CPU) made the last of them ~0.5 s late. With 250 (fake, seed 1, on-time): top-of-minute 100,000 p99
-# 519 -> 332 ms ($3.10 -> $3.12), the 50,000 burst 331 -> 83 ms ($2.20 -> $2.27); each chunk after the
-# first waits for its phase in a later second, which the direct lead (600 s) covers.
-DIRECT_CHUNK_ROWS = 250
 
 
 def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
@@ -134,15 +128,14 @@ def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Cloc
     report = SendReport()
     clusters = rows_per_second(t.due_ms for t in tasks)
     align = align and s.aligned_wake_ms > 0 and len(tasks) <= SEND_CHUNK_ROWS
-    size = DIRECT_CHUNK_ROWS if s.direct else SEND_CHUNK_ROWS
-    for start in range(0, len(tasks), size):
-        chunk = tasks[start : start + size]
+    for start in range(0, len(tasks), SEND_CHUNK_ROWS):
+        chunk = tasks[start : start + SEND_CHUNK_ROWS]
         if s.direct:
             done = _claim_and_deliver_chunk(ddb, sqs, s, clock, chunk, token, take_over, report)
         else:
             done = _claim_and_send_chunk(ddb, sqs, s, clock, chunk, token, take_over, clusters, align, report)
         if not done:
-            report.failed += tasks[start + size :]  # the table refused: not tried
+            report.failed += tasks[start + SEND_CHUNK_ROWS :]  # the table refused: not tried
             break
     return report
 
