@@ -4,6 +4,8 @@ claims it first with a conditional write on what it read; of two senders that re
 
 from __future__ import annotations
 
+import pytest
+
 from punctual.core.models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, RowSend, send_mark, task_from_item
 from punctual.core.store import claim
 from punctual.core.usecases import send
@@ -119,3 +121,26 @@ def test_once_the_table_refuses_a_claim_the_later_chunks_are_not_tried(stack, fr
     assert [t.sk for t in report.sent] == [t.sk for t in tasks[:4]]
     assert sorted(t.sk for t in report.failed) == [t.sk for t in tasks[4:]]
     assert faults.count("UpdateItem") == 4  # the 5th failed (not counted): none after it
+
+
+@pytest.mark.parametrize("delivery", ["consumer", "direct"])
+def test_no_chunk_is_started_near_the_invocations_deadline(stack, frozen, monkeypatch, delivery):
+    """A big cluster could outlast the poll's Lambda timeout, and the retry would send again what the
+    timed-out attempt had sent. No chunk is started with less than CHUNK_RESERVE_MS (30 s) left: the
+    rest are failed, left to a poll the caller arms. GIVEN 7 rows, chunks of 3, each claim taking 4 s,
+    and 40 s left WHEN they are claimed and sent THEN the first chunk goes (12 s: 28 s left), the other
+    4 rows are not claimed. Mutant: no reserve check (all 7 sent, past the deadline)."""
+    import dataclasses
+
+    from punctual.core.retry import set_deadline
+
+    monkeypatch.setattr(send, "SEND_CHUNK_ROWS", 3)
+    s = dataclasses.replace(stack.settings, delivery=delivery)
+    stack.ddb.meta.events.register("after-call.dynamodb.UpdateItem", lambda **_: frozen.tick(4))
+    tasks = _due_rows(stack, 7)
+    set_deadline(stack.deps.clock.now_ms() + 40_000)
+    report = send.claim_and_send(stack.ddb, stack.sqs, s, stack.deps.clock, tasks, token="poll-1")
+    assert [t.sk for t in report.sent] == [t.sk for t in tasks[:3]]
+    assert [t.sk for t in report.failed] == [t.sk for t in tasks[3:]]
+    left = {item["sk"]["S"] for item in stack.rows() if "punctual_enqueued_ms" not in item}
+    assert left == {t.sk for t in tasks[3:]}  # never claimed: a poll takes them

@@ -109,6 +109,10 @@ def _groups(claimed: Sequence[tuple[Task, int]], span_ms: int) -> list[tuple[int
 # rest, instead of sending nothing until every row is claimed (a claim is a write per row: ~1 ms of
 # the poller's CPU each, so 50,000 rows due together took ~1.5 min before any was sent).
 SEND_CHUNK_ROWS = 1000
+# No chunk is started with less than this left before the invocation's deadline: claiming, sending
+# and (direct delivery) deleting 1,000 rows takes ~4 s of the poller's CPU at 1,024 MB, more under
+# throttling. The rows not started are left to a poll (the caller arms one soon).
+CHUNK_RESERVE_MS = 30_000
 
 
 def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
@@ -130,6 +134,13 @@ def claim_and_send(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, clock: Cloc
     align = align and s.aligned_wake_ms > 0 and len(tasks) <= SEND_CHUNK_ROWS
     for start in range(0, len(tasks), SEND_CHUNK_ROWS):
         chunk = tasks[start : start + SEND_CHUNK_ROWS]
+        left = time_left_ms(clock)
+        if start and left is not None and left < CHUNK_RESERVE_MS:
+            # a chunk started now could be cut by the invocation's timeout, and its retry would send
+            # again what it had sent: the rest are left to a poll, as when the table refuses
+            obs.log("WARNING", "out of time: rows left to a poll", rows=len(tasks) - start, time_left_ms=left)
+            report.failed += tasks[start:]
+            break
         if s.direct:
             done = _claim_and_deliver_chunk(ddb, sqs, s, clock, chunk, token, take_over, report)
         else:
