@@ -191,14 +191,12 @@ def release(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, claimed_
     content (SenderFault), so the attempt stays and the row is rejected after ``max_attempts``.
     The row keeps its ``punctual_attempt`` attribute either way: that tells a release from a
     user's write over the row (stream.classify_record)."""
-    update = "REMOVE #e" if counts else "REMOVE #e SET #a = #a - :one"
+    removed = "#e, #d" if s.direct else "#e"  # direct delivery: its mark too, so cancellable again
+    update = f"REMOVE {removed}" if counts else f"REMOVE {removed} SET #a = #a - :one"
     values: dict[str, Any] = {":mine": {"N": str(claimed_ms)}}
-    names = {"#e": ATTR_ENQUEUED_MS, **({} if counts else {"#a": ATTR_ATTEMPT})}
+    names = {"#e": ATTR_ENQUEUED_MS, **({} if counts else {"#a": ATTR_ATTEMPT}), **({"#d": ATTR_DIRECT} if s.direct else {})}
     if not counts:
         values[":one"] = {"N": "1"}
-    if s.direct:  # cancellable again
-        update = update.replace("REMOVE #e", "REMOVE #e, #d")
-        names["#d"] = ATTR_DIRECT
     applied = conditional_update(
         ddb,
         clock,

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+from punctual.client import PunctualClient
 from punctual.core.arming import read_arm
 from punctual.core.cron import one_shot_cron, parse_one_shot_cron
 from punctual.core.keys import encode_sk
 from punctual.core.models import item_key
-from tests.support import T0_MS, Stack, pointers_of
+from tests.support import T0_MS, Stack, client, pointers_of
 
 
 def sk(offset_ms: int, task_id: str) -> str:
@@ -82,3 +84,27 @@ def delete_rows(stack: Stack) -> None:
 
 def row_map(stack: Stack) -> dict[str, dict[str, Any]]:
     return {item["sk"]["S"]: item for item in stack.rows()}
+
+
+def user(stack: Stack) -> PunctualClient:
+    """The user's client, on a boto3 client of its own (:func:`before_handler_call` watches the
+    handlers' clients, ``stack.ddb`` and ``stack.sqs``)."""
+    return PunctualClient(stack.settings.table_name, ddb=client("dynamodb"), clock=stack.deps.clock)
+
+
+def before_handler_call(stack: Stack, op: str, action: Callable[[], Any], when: str = "before") -> dict[str, Any]:
+    """Run ``action`` once, right before (or ``when="after"``) a handler's first call of ``op``;
+    what it returned or raised is in the dict this returns."""
+    out: dict[str, Any] = {}
+
+    def hook(model: Any, **_: Any) -> None:
+        if model.name == op and "ran" not in out:
+            out["ran"] = True
+            try:
+                out["result"] = action()
+            except Exception as exc:  # noqa: BLE001 - the test looks at it
+                out["error"] = exc
+
+    for c in (stack.ddb, stack.sqs):
+        c.meta.events.register(f"{when}-call.{c.meta.service_model.service_name}", hook)
+    return out

@@ -24,41 +24,18 @@ from typing import Any
 
 import pytest
 
-from punctual.client import PunctualClient
 from punctual.core.models import ATTR_ATTEMPT, ATTR_CLAIM, ATTR_ENQUEUED_MS, DelayMessage
 from punctual.core.usecases.consume import consume
 from punctual.core.usecases.poll import poll
 from punctual.errors import AlreadyDelivered
 from tests.consumer_support import ack, delivered, enqueue, mark_claimed, receive_event, run_consumer, schedule
+from tests.functional.helpers import before_handler_call, user
 from tests.support import T0_MS, client
 
 DUE = T0_MS
 
 
-def user(stack) -> PunctualClient:
-    """The user's client, on a boto3 client of its own (the hooks below watch the consumer's)."""
-    return PunctualClient(stack.settings.table_name, ddb=client("dynamodb"), clock=stack.deps.clock)
-
-
 BOOKKEEPING = (ATTR_ATTEMPT, ATTR_ENQUEUED_MS, ATTR_CLAIM)
-
-
-def before_consumer_call(stack, op: str, action: Callable[[], Any], when: str = "before") -> dict[str, Any]:
-    """Run ``action`` once, right before (or ``when="after"``) the consumer's first call of ``op``;
-    what it returned or raised is in the dict this returns."""
-    out: dict[str, Any] = {}
-
-    def hook(model: Any, **_: Any) -> None:
-        if model.name == op and "ran" not in out:
-            out["ran"] = True
-            try:
-                out["result"] = action()
-            except Exception as exc:  # noqa: BLE001 - the test looks at it
-                out["error"] = exc
-
-    for c in (stack.ddb, stack.sqs):
-        c.meta.events.register(f"{when}-call.{c.meta.service_model.service_name}", hook)
-    return out
 
 
 def raw_put(stack, sk: str, payload: dict[str, Any]) -> None:
@@ -78,7 +55,7 @@ def task(stack, frozen):
 
 
 def test_a_cancel_before_the_fence_wins_and_nothing_is_delivered(stack, frozen, task):
-    seen = before_consumer_call(stack, "UpdateItem", lambda: user(stack).cancel(task))
+    seen = before_handler_call(stack, "UpdateItem", lambda: user(stack).cancel(task))
     assert run_consumer(stack) == {"batchItemFailures": []}
     assert "error" not in seen and seen["result"].key == task  # the cancel returned: it won
     assert delivered(stack) == [] and stack.rows() == []
@@ -87,7 +64,7 @@ def test_a_cancel_before_the_fence_wins_and_nothing_is_delivered(stack, frozen, 
 def test_a_cancel_after_the_fence_answers_already_delivered_and_the_task_goes_once(stack, frozen, task):
     """Mutant: the cancel's transaction without the fence's ConditionCheck: the cancel then returns
     while the event goes out (issue 28's lie)."""
-    seen = before_consumer_call(stack, "SendMessageBatch", lambda: user(stack).cancel(task))
+    seen = before_handler_call(stack, "SendMessageBatch", lambda: user(stack).cancel(task))
     assert run_consumer(stack) == {"batchItemFailures": []}
     assert isinstance(seen.get("error"), AlreadyDelivered)
     assert [e["key"] for e in delivered(stack)] == [task]
@@ -104,7 +81,7 @@ def test_a_put_over_the_key_after_the_fence_is_a_new_task_the_delivery_never_del
             user(stack).cancel(task)
         raw_put(stack, task, {"v": "new"})
 
-    seen = before_consumer_call(stack, "SendMessageBatch", cancel_and_put)
+    seen = before_handler_call(stack, "SendMessageBatch", cancel_and_put)
     assert run_consumer(stack) == {"batchItemFailures": []}
     assert seen["ran"] and "error" not in seen
     assert [e["payload"] for e in delivered(stack)] == [{"v": "old"}]
@@ -120,7 +97,7 @@ def test_a_cancel_right_after_the_read_answers_already_delivered(stack, frozen, 
     """The user acts right after the consumer's read of the row (its Query): the fence came before
     the read, so the cancel is refused and the task goes once. Mutant: the read before the fence (a
     cancel between them returns, and the row already read goes out: a cancel that lied)."""
-    seen = before_consumer_call(stack, "Query", lambda: user(stack).cancel(task), when="after")
+    seen = before_handler_call(stack, "Query", lambda: user(stack).cancel(task), when="after")
     assert run_consumer(stack) == {"batchItemFailures": []}
     assert seen["ran"] and isinstance(seen.get("error"), AlreadyDelivered), seen
     assert [e["key"] for e in delivered(stack)] == [task] and stack.rows() == []
@@ -138,7 +115,7 @@ def test_a_put_over_the_key_claimed_after_the_read_is_never_deleted_and_goes_onc
         raw_put(stack, task, {"v": "new"})
         mark_claimed(stack, task, 1, claimed_ms)
 
-    seen = before_consumer_call(stack, "SendMessageBatch", put_and_claim)
+    seen = before_handler_call(stack, "SendMessageBatch", put_and_claim)
     assert run_consumer(stack) == {"batchItemFailures": []}
     assert seen["ran"] and "error" not in seen
     assert [e["payload"] for e in delivered(stack)] == [{"v": "old"}]
@@ -156,7 +133,7 @@ def test_a_cancel_and_a_put_over_the_key_before_the_fence_deliver_only_the_new_t
         user(stack).cancel(task)
         raw_put(stack, task, {"v": "new"})
 
-    before_consumer_call(stack, "UpdateItem", cancel_and_put)
+    before_handler_call(stack, "UpdateItem", cancel_and_put)
     assert run_consumer(stack) == {"batchItemFailures": []}
     assert delivered(stack) == []  # the old pointer is for a send of the old task: dropped
     (row,) = stack.rows()
@@ -168,7 +145,7 @@ def test_a_cancel_and_a_put_over_the_key_before_the_fence_deliver_only_the_new_t
 
 def test_a_reschedule_after_the_fence_answers_already_delivered_and_changes_nothing(stack, frozen, task):
     later = DUE + 3_600_000
-    seen = before_consumer_call(stack, "SendMessageBatch", lambda: user(stack).reschedule(task, later))
+    seen = before_handler_call(stack, "SendMessageBatch", lambda: user(stack).reschedule(task, later))
     assert run_consumer(stack) == {"batchItemFailures": []}
     assert isinstance(seen.get("error"), AlreadyDelivered)
     assert [e["key"] for e in delivered(stack)] == [task]  # the old due, once
@@ -177,7 +154,7 @@ def test_a_reschedule_after_the_fence_answers_already_delivered_and_changes_noth
 
 def test_a_reschedule_before_the_fence_moves_the_task_and_the_old_due_never_goes(stack, frozen, task):
     later = DUE + 3_600_000
-    seen = before_consumer_call(stack, "UpdateItem", lambda: user(stack).reschedule(task, later))
+    seen = before_handler_call(stack, "UpdateItem", lambda: user(stack).reschedule(task, later))
     assert run_consumer(stack) == {"batchItemFailures": []}
     moved = seen["result"]
     assert delivered(stack) == []
@@ -240,7 +217,7 @@ def test_the_fence_covers_the_partitions_due_second_a_later_task_in_it_is_refuse
             except AlreadyDelivered as exc:
                 outcomes[sk] = exc
 
-    seen = before_consumer_call(stack, "SendMessageBatch", cancels)
+    seen = before_handler_call(stack, "SendMessageBatch", cancels)
     assert run_consumer(stack) == {"batchItemFailures": []}
     assert seen["ran"] and isinstance(outcomes[second], AlreadyDelivered) and outcomes[other].key == other
     got = delivered(stack)

@@ -20,7 +20,7 @@ from punctual.core.usecases.poll import poll
 from punctual.core.usecases.process_stream import process_stream
 from punctual.errors import AlreadyEnqueued, NotFound
 from tests.faults import Faults, InjectedCrash, PartialFailSqs
-from tests.functional.helpers import row_map, sk
+from tests.functional.helpers import before_handler_call, row_map, sk, user
 from tests.support import T0_MS, StreamReader, client
 
 STEP = 100
@@ -44,24 +44,6 @@ def sends(stack) -> list[tuple[int, str, int, dict[str, Any]]]:
 
     stack.sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", capture)
     return out
-
-
-def user(stack) -> PunctualClient:
-    """The user's client, on a boto3 client of its own (hooks watch the handlers' clients)."""
-    return PunctualClient(stack.settings.table_name, ddb=client("dynamodb"), clock=stack.deps.clock)
-
-
-def on_first(c: Any, op: str, action, out: dict[str, Any], when: str = "before") -> None:
-    """Run ``action`` once, at the first call of ``op`` by client ``c``; its result or error in ``out``."""
-    def hook(model, **_):
-        if model.name == op and "ran" not in out:
-            out["ran"] = True
-            try:
-                out["result"] = action()
-            except Exception as exc:  # noqa: BLE001 - the test looks at it
-                out["error"] = exc
-
-    c.meta.events.register(f"{when}-call.{c.meta.service_model.service_name}", hook)
 
 
 def test_a_direct_poll_sends_each_event_to_the_delivery_queue_visible_on_its_due_ms(direct):
@@ -149,10 +131,9 @@ def test_a_cancel_after_the_claim_answers_already_enqueued_and_the_task_goes_out
     sent = sends(direct)
     key = sk(60_000, "r")
     direct.put_raw(key, {"n": "r"})
-    out: dict[str, Any] = {}
     u = user(direct)
     act = (lambda: u.cancel(key)) if action == "cancel" else (lambda: u.reschedule(key, T0_MS + 120_000))
-    on_first(direct.sqs, "SendMessageBatch", act, out)
+    out = before_handler_call(direct, "SendMessageBatch", act)
 
     assert poll(direct.deps).sent == 1
 

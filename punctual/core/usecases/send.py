@@ -16,7 +16,7 @@ sent are then taken out.
 from __future__ import annotations
 
 import json
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import partial
@@ -237,23 +237,16 @@ def _deliver(sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
     at once, visible less than ``1000 - direct_max_wait_ms`` after its due ms. With less than
     ALIGN_RESERVE_MS of the invocation left, all go at once (each up to a second after its due ms).
     ``visible`` gets, by index, when each event sent becomes visible (its body's ``delivered_at``)."""
-    now, left = clock.now_ms(), time_left_ms(clock)
-    plan = ([(now, list(range(len(tasks))))] if left is not None and left < ALIGN_RESERVE_MS
-            else aligned_send_times([t.due_ms for t in tasks], now, s.align_step_ms, near=True,
-                                    max_wait_ms=s.direct_max_wait_ms))
     def render(i: int, now_ms: int, delay_s: int) -> str:
         visible[i] = now_ms + delay_s * 1000
         return direct_body(tasks[i], s, now_ms, delay_s)
 
-    out = [Outgoing(ref=i, body=direct_body(t, s, t.due_ms, 0), render=partial(render, i))
-           for i, t in enumerate(tasks)]
-    due = {o.ref: t.due_ms for o, t in zip(out, tasks, strict=True)}
-    failed: list[Failed] = []
-    for at, idx in plan:
-        sleep_until(clock, at)
-        failed += send_all(sqs, s.delivery_queue_url, [out[i] for i in idx], clock, workers=s.send_workers,
-                           delay_for=lambda o: delay_seconds(due[o.ref], clock.now_ms()))
-    return failed
+    now, due = clock.now_ms(), {i: t.due_ms for i, t in enumerate(tasks)}
+    plan = (aligned_send_times(list(due.values()), now, s.align_step_ms, near=True, max_wait_ms=s.direct_max_wait_ms)
+            if _time_to_align(clock) else [(now, list(due))])
+    out = [Outgoing(ref=i, body=direct_body(t, s, t.due_ms, 0), render=partial(render, i)) for i, t in enumerate(tasks)]
+    return _send_at(sqs, s.delivery_queue_url, s, clock, [(at, [out[i] for i in idx]) for at, idx in plan],
+                    lambda o: delay_seconds(due[o.ref], clock.now_ms()))  # type: ignore[index]
 
 
 def direct_body(task: Task, s: Settings, now_ms: int, delay_s: int) -> str:
@@ -273,22 +266,31 @@ def _send(sqs: SQSClient, s: Settings, clock: Clock, out: Sequence[Outgoing], du
     When at least ``s.align_min_messages`` of them are ``alignable``, those are sent last, each at
     its phase (planning.aligned_send_times): visible ``s.aligned_wake_ms`` + its extra wake before
     its due ms, or at most ``s.align_step_ms`` after that. The rest go at once."""
-    left = time_left_ms(clock)
     aligned = [o for o in out if o.ref in alignable]
-    if len(aligned) < s.align_min_messages or (left is not None and left < ALIGN_RESERVE_MS):
+    if len(aligned) < s.align_min_messages or not _time_to_align(clock):
         aligned = []
-    plan = aligned_send_times([due[o.ref] - s.aligned_wake_ms - extra[o.ref] for o in aligned], clock.now_ms(),
-                              s.align_step_ms)
+    now = clock.now_ms()
+    plan = aligned_send_times([due[o.ref] - s.aligned_wake_ms - extra[o.ref] for o in aligned], now, s.align_step_ms)
     timed = {aligned[i].ref for _, idx in plan for i in idx}
     wake = {o.ref: (s.aligned_wake_ms if o.ref in timed else s.wake_early_ms) + extra[o.ref] for o in out}
+    batches = [(now, [o for o in out if o.ref not in timed])] + [(at, [aligned[i] for i in idx]) for at, idx in plan]
+    return _send_at(sqs, s.delay_queue_url, s, clock, batches,
+                    lambda o: delay_seconds(due[o.ref], clock.now_ms(), wake[o.ref]))
 
-    def send(batch: Sequence[Outgoing]) -> list[Failed]:
-        return send_all(sqs, s.delay_queue_url, batch, clock, workers=s.send_workers,
-                        delay_for=lambda o: delay_seconds(due[o.ref], clock.now_ms(), wake[o.ref]))
 
-    failed = send([o for o in out if o.ref not in timed])
-    for at, idx in plan:
+def _time_to_align(clock: Clock) -> bool:
+    """Whether the invocation has ALIGN_RESERVE_MS left for sends that wait up to a second."""
+    left = time_left_ms(clock)
+    return left is None or left >= ALIGN_RESERVE_MS
+
+
+def _send_at(sqs: SQSClient, url: str, s: Settings, clock: Clock, batches: Sequence[tuple[int, Sequence[Outgoing]]],
+             delay_for: Callable[[Outgoing], int]) -> list[Failed]:
+    """Send each batch of messages at its time (none before it), ``s.send_workers`` calls at a
+    time, DelaySeconds from ``delay_for`` right before each call; the failures."""
+    failed: list[Failed] = []
+    for at, batch in batches:
         sleep_until(clock, at)
-        failed += send([aligned[i] for i in idx])
+        failed += send_all(sqs, url, batch, clock, workers=s.send_workers, delay_for=delay_for)
     return failed
 
