@@ -132,6 +132,16 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+def sns_event(topic_arn: str, message: str, message_id: str, published_ms: int) -> dict[str, Any]:
+    """The event SNS invokes a subscribed function with, one record per message (Lambda developer
+    guide, "Using Lambda with Amazon SNS"; SNS invokes asynchronously, one message at a time)."""
+    return {"Records": [{
+        "EventVersion": "1.0", "EventSource": "aws:sns", "EventSubscriptionArn": f"{topic_arn}:subscription",
+        "Sns": {"Type": "Notification", "MessageId": message_id, "TopicArn": topic_arn, "Subject": None,
+                "Message": message, "Timestamp": _iso(published_ms), "MessageAttributes": {}},
+    }]}
+
+
 def async_failure_record(event: Mapping[str, Any], function_arn: str, attempts: int, now_ms: int,
                          error: str = "") -> dict[str, Any]:
     """What Lambda sends an asynchronous invocation's OnFailure destination when its attempts ran

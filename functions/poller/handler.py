@@ -1,4 +1,5 @@
-"""Poller Lambda: the rule's invocation -> one poll -> its summary.
+"""Poller Lambda: the rule's invocation -> one poll -> its summary; in direct delivery, the control
+topic's (SNS) -> arm the poll it asks for.
 
 The algorithm is the use case :mod:`punctual.core.usecases.poll`; the mechanisms and the
 invariants they keep are in docs/architecture.md.
@@ -10,6 +11,7 @@ from typing import Any
 
 from punctual.core.runtime import Deps, default_deps, start_invocation
 from punctual.core.usecases.poll import invocation_token, poll
+from punctual.core.usecases.serve_controls import is_control_event, serve_controls
 
 __all__ = ["handler", "poll"]
 
@@ -18,4 +20,6 @@ def handler(event: dict[str, Any], context: Any, deps: Deps | None = None) -> di
     """``deps``: Lambda passes none (built from the environment); the local stack passes its own."""
     deps = deps or default_deps("poller")
     start_invocation(context, deps.clock)
+    if is_control_event(event):
+        return serve_controls(event, deps)
     return poll(deps, token=invocation_token(event, context)).summary()

@@ -261,6 +261,15 @@ class RuleCall:
 
 
 @dataclass
+class Published:
+    """A message published to an SNS topic (direct delivery's control topic), not yet taken."""
+    topic_arn: str
+    message: str
+    message_id: str
+    at_ms: int
+
+
+@dataclass
 class FakeAws:
     clock: Any
     table_name: str = "punctual"
@@ -273,6 +282,7 @@ class FakeAws:
     issued_ms: int = 0  # when the current call was issued, for a client that lets time pass before it acts
     visibility_timeout_s: int = 30
     stream: list[dict[str, Any]] = field(default_factory=list)
+    published: list[Published] = field(default_factory=list)  # SNS: taken by whoever delivers them
 
     def _record(self, key: tuple[str, str], old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if old is None and new is None:
@@ -419,6 +429,19 @@ class FakeAws:
                 else:
                     self._store(self._k(r["DeleteRequest"]["Key"]), None)
         return {"UnprocessedItems": {}}
+
+    # sns -----------------------------------------------------------------
+    def op_publish(self, TopicArn, Message, **_):
+        if len(Message.encode("utf-8")) > 262_144:
+            raise _err("InvalidParameter", "Publish", "message too long")
+        mid = str(uuid.uuid4())
+        self.published.append(Published(TopicArn, Message, mid, self.clock.now_ms()))
+        return {"MessageId": mid}
+
+    def take_published(self) -> list[Published]:
+        """The messages published since the last call (SNS hands each to the subscriptions once)."""
+        out, self.published = self.published, []
+        return out
 
     # sqs -----------------------------------------------------------------
     def queue(self, url: str) -> list[Message]:

@@ -45,6 +45,10 @@ class Settings:
     # partition_key_value, cdk-scheduler's row format. Raise it, never lower it.
     shards: int = 1
     delay_queue_url: str = ""
+    # Direct delivery's control channel (no delay queue there): an SNS topic the poller is subscribed
+    # to. Poll requests are published to it; the OnFailure destination of the poller's invocations and
+    # of the editor's stream is this topic (docs/architecture.md, "Direct delivery").
+    control_topic_arn: str = ""
     delivery_queue_url: str = ""
     rejected_queue_url: str = ""
     rule_name: str = "punctual-poller"
@@ -212,6 +216,7 @@ ENV: dict[str, str] = {
     "partition_key_value": "PUNCTUAL_PARTITION_KEY_VALUE",
     "shards": "PUNCTUAL_SHARDS",
     "delay_queue_url": "PUNCTUAL_DELAY_QUEUE_URL",
+    "control_topic_arn": "PUNCTUAL_CONTROL_TOPIC_ARN",
     "delivery_queue_url": "PUNCTUAL_DELIVERY_QUEUE_URL",
     "rejected_queue_url": "PUNCTUAL_REJECTED_QUEUE_URL",
     "rule_name": "PUNCTUAL_RULE_NAME",
@@ -248,8 +253,9 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "consumer": ("table_name", "delivery_queue_url", "rejected_queue_url"),
     "editor": ("table_name", "delay_queue_url", "rejected_queue_url", "rule_name"),
 }
-# In direct delivery the poller and the editor send to the delivery queue; there is no delay queue.
-_DIRECT_QUEUE = {"delay_queue_url": "delivery_queue_url"}
+# In direct delivery the poller and the editor send to the delivery queue and ask for polls through
+# the control topic; there is no delay queue.
+_DIRECT = {"delay_queue_url": ("delivery_queue_url", "control_topic_arn")}
 
 
 class MissingSetting(ValueError):
@@ -260,8 +266,8 @@ def check_required(environ: Mapping[str, str], function: str) -> None:
     """:class:`MissingSetting` naming the first variable ``function`` needs (:data:`REQUIRED`) that
     ``environ`` lacks or leaves blank (a default such as table "punctual" would be a wrong guess)."""
     direct = environ.get(ENV["delivery"], "").strip() == "direct"
-    for attr in REQUIRED[function]:
-        attr = _DIRECT_QUEUE.get(attr, attr) if direct else attr
+    needed = [a for attr in REQUIRED[function] for a in (_DIRECT.get(attr, (attr,)) if direct else (attr,))]
+    for attr in needed:
         if not environ.get(ENV[attr], "").strip():
             raise MissingSetting(
                 f"{ENV[attr]} is not set: the {function} function needs it (the Scheduler construct "

@@ -172,6 +172,19 @@ def _messages(body: str, data: dict[str, Any], partition: str | Collection[str])
     return out, reason
 
 
+def parse_control(message_id: str, body: str) -> Control:
+    """A control topic's message (direct delivery: no receipt handle) as a :class:`Control`, or
+    :class:`PoisonMessage` with the reason when it is no poll request nor failure notice."""
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise PoisonMessage(f"body is not JSON: {str(exc)[:120]}") from exc
+    control = _control(message_id, "", data) if isinstance(data, dict) else None
+    if control is None:
+        raise PoisonMessage("not a poll request nor a failure notice")
+    return control
+
+
 def parse_record(record: Mapping[str, Any], position: int, partition: str | Collection[str]) -> ParsedRecord:
     """Parse one SQS event record into its row pointers, or raise :class:`PoisonMessage` with the
     reason when none is usable. ``partition``: the scheduler's partition, or all of them."""

@@ -17,6 +17,7 @@ from .retry import deadline_of, set_deadline
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
 
 
@@ -30,6 +31,8 @@ class Deps:
     # what this execution environment last knew the rule to hold (the editor's DescribeRule, once
     # per arm change: arming.RuleSeen)
     rule_seen: RuleSeen = field(default_factory=RuleSeen)
+    # direct delivery's control channel (Settings.control_topic_arn); None where there is none
+    sns: SNSClient | None = None
 
 
 _cached: Deps | None = None
@@ -43,7 +46,8 @@ def pool_size(settings: Settings) -> int:
 
 
 def make_clients(endpoint_url: str | None = None, region: str | None = None,
-                 max_pool_connections: int = 10) -> dict[str, Any]:
+                 max_pool_connections: int = 10, sns: bool = False) -> dict[str, Any]:
+    """The clients the functions use; an SNS client too when ``sns`` (a control topic is set)."""
     import boto3
     from botocore.config import Config
 
@@ -55,7 +59,8 @@ def make_clients(endpoint_url: str | None = None, region: str | None = None,
         kw["endpoint_url"] = endpoint_url
     if region:
         kw["region_name"] = region
-    return {name: boto3.client(name, **kw) for name in ("dynamodb", "sqs", "events")}
+    names = ("dynamodb", "sqs", "events", *(("sns",) if sns else ()))
+    return {name: boto3.client(name, **kw) for name in names}
 
 
 def default_deps(function: str | None = None) -> Deps:
@@ -67,13 +72,14 @@ def default_deps(function: str | None = None) -> Deps:
     if _cached is None:
         settings = load_settings(function=function)
         obs.set_level(settings.log_level)
-        clients = make_clients(max_pool_connections=pool_size(settings))
+        clients = make_clients(max_pool_connections=pool_size(settings), sns=bool(settings.control_topic_arn))
         _cached = Deps(
             settings=settings,
             clock=SystemClock(),
             ddb=clients["dynamodb"],
             sqs=clients["sqs"],
             events=clients["events"],
+            sns=clients.get("sns"),
         )
     return _cached
 

@@ -149,12 +149,15 @@ def test_delivery_is_consumer_or_direct_and_read_from_the_environment():
     assert to_environment(Settings(delivery="direct"))["PUNCTUAL_DELIVERY"] == "direct"
 
 
-def test_in_direct_delivery_the_poller_and_editor_need_the_delivery_queue_not_the_delay_queue():
+def test_in_direct_delivery_the_poller_and_editor_need_the_delivery_queue_and_control_topic_not_the_delay_queue():
     from punctual.core.config import MissingSetting, check_required
 
     base = {"PUNCTUAL_TABLE_NAME": "t", "PUNCTUAL_REJECTED_QUEUE_URL": "r", "PUNCTUAL_RULE_NAME": "rule"}
+    direct = {**base, "PUNCTUAL_DELIVERY": "direct"}
     for fn in ("poller", "editor"):
         check_required({**base, "PUNCTUAL_DELAY_QUEUE_URL": "d"}, fn)
-        check_required({**base, "PUNCTUAL_DELIVERY": "direct", "PUNCTUAL_DELIVERY_QUEUE_URL": "q"}, fn)
+        check_required({**direct, "PUNCTUAL_DELIVERY_QUEUE_URL": "q", "PUNCTUAL_CONTROL_TOPIC_ARN": "t"}, fn)
         with pytest.raises(MissingSetting, match="PUNCTUAL_DELIVERY_QUEUE_URL"):
-            check_required({**base, "PUNCTUAL_DELIVERY": "direct", "PUNCTUAL_DELAY_QUEUE_URL": "d"}, fn)
+            check_required({**direct, "PUNCTUAL_DELAY_QUEUE_URL": "d", "PUNCTUAL_CONTROL_TOPIC_ARN": "t"}, fn)
+        with pytest.raises(MissingSetting, match="PUNCTUAL_CONTROL_TOPIC_ARN"):
+            check_required({**direct, "PUNCTUAL_DELIVERY_QUEUE_URL": "q", "PUNCTUAL_DELAY_QUEUE_URL": "d"}, fn)

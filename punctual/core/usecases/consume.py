@@ -40,7 +40,7 @@ from punctual.core.planning import MAX_EXTRA_WAKE_MS
 from punctual.core.retry import call_with_retry, time_left_ms
 from punctual.core.runtime import Deps
 from punctual.core.usecases.deliver import delete_delivered, finish_deletes, read_rows, send_events
-from punctual.core.usecases.ensure_poll import RETRY_SECONDS, ensure_poll, request_poll
+from punctual.core.usecases.ensure_poll import RETRY_SECONDS, arm_for_controls, request_poll
 
 
 @dataclass
@@ -133,40 +133,20 @@ def _deliver_runs(deps: Deps, keep: list[Pending], report: ConsumeReport) -> Non
             delete_delivered(deps, report, until_ms=keep[0].due_ms - DELETE_WHILE_WAITING_MS)
 
 
-# A poll armed alone (the table failing) is asked for again every RETRY_SECONDS for this long after
-# the time it was wanted by: until the table takes it, or a later failed poll's request takes over.
-ARMED_ALONE_ASK_AGAIN_MS = 120_000
-
-
 def _serve_controls(deps: Deps, report: ConsumeReport) -> None:
-    """Arm one poll for the earliest any poll request or failure notice of the batch asks for; if
-    the rule cannot be armed now, or only the rule could (the table failing), ask again a little
-    later (a new message: this one is done)."""
-    controls = report.controls
-    if not controls:
+    """Arm one poll for the batch's poll requests and failure notices; if that must be tried again
+    (ensure_poll.arm_for_controls), ask again RETRY_SECONDS later (a new message: these are done)."""
+    if not report.controls:
         return
-    wanted = [c.poll_by_ms for c in controls]
-    by = None if None in wanted else min(w for w in wanted if w is not None)
-    for c in controls:
-        level: obs.Level = "ERROR" if c.notice else "WARNING"  # a notice: a function failed for good
-        obs.log(level, "poll wanted", message_id=c.message_id, reason=c.reason, poll_by_ms=c.poll_by_ms)
-    given_up = frozenset(c.given_up for c in controls if c.given_up is not None)
     now = deps.clock.now_ms()
+    by, again = arm_for_controls(deps, report.controls)
+    if again is None:
+        return
     try:
-        if ensure_poll(deps, by, given_up) is not None:
-            return
-        if by is not None and now - by >= ARMED_ALONE_ASK_AGAIN_MS:
-            return  # polls failing meanwhile ask afresh: one chain of requests at a time, not one a poll
-        # the table refused: until the meta row holds the poll too, a writer syncing the rule from
-        # it after the recovery (an editor arming a later row) would move the rule off it
-        reason = "the rule was armed alone: the meta row could not be written"
-    except Exception as exc:  # noqa: BLE001 - the rule is failing: the request goes round again
-        reason = f"the rule could not be armed: {obs.error_text(exc)}"
-    try:
-        request_poll(deps, now if by is None else by, reason, delay_seconds=RETRY_SECONDS)
+        request_poll(deps, now if by is None else by, again, delay_seconds=RETRY_SECONDS)
     except Exception as err:  # noqa: BLE001 - and SQS too: SQS redelivers these messages
         obs.log("ERROR", "poll request kept", error=obs.error_text(err))
-        report.failures += [c.message_id for c in controls]
+        report.failures += [c.message_id for c in report.controls]
 
 
 def _emit_metrics(deps: Deps, report: ConsumeReport) -> None:

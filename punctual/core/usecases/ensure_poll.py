@@ -15,11 +15,15 @@ Each step needs a different service, so one service failing leaves a way to the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from punctual.core import observability as obs
 from punctual.core.arming import ArmState, apply_rule, arm_no_later_than, rule_alone_minute, rule_minute, sync_rule
+from punctual.core.consumer_rules import Control
 from punctual.core.cron import ARM_MARGIN_MS, floor_minute, next_minute_after, one_shot_cron
 from punctual.core.models import PollRequest
 from punctual.core.queues import send_one
+from punctual.core.retry import call_with_retry
 from punctual.core.runtime import Deps
 
 # A poll request whose poll could not be armed is sent again this much later.
@@ -60,16 +64,55 @@ def ensure_poll(deps: Deps, by_ms: int | None, given_up: frozenset[str] = frozen
 
 
 class NoPollRequests(RuntimeError):
-    """No delay queue is configured (direct delivery may run without one): a poll cannot be asked
-    for this way (docs/architecture.md, "Direct delivery")."""
+    """Neither a delay queue nor a control topic is configured: a poll cannot be asked for."""
 
 
 def request_poll(deps: Deps, by_ms: int | None, reason: str, delay_seconds: int = 0) -> None:
-    """Ask the consumer, through the delay queue, for a poll by ``by_ms`` (raises if SQS refuses)."""
+    """Ask for a poll by ``by_ms`` (raises if the channel refuses): through the control topic to the
+    poller in direct delivery (no delay: ``delay_seconds`` must be 0), else through the delay queue
+    to the consumer."""
     s = deps.settings
-    if not s.delay_queue_url:
-        raise NoPollRequests("no delay queue to ask for a poll through (PUNCTUAL_DELAY_QUEUE_URL)")
     body = PollRequest(poll_by_ms=by_ms if by_ms is not None else deps.clock.now_ms(), reason=reason[:300]).body()
-    send_one(deps.sqs, s.delay_queue_url, body, deps.clock, delay_seconds=delay_seconds)
-    obs.log("WARNING", "poll requested through the delay queue", reason=reason[:300], poll_by_ms=by_ms,
+    if s.control_topic_arn and deps.sns is not None:
+        if delay_seconds:
+            raise ValueError("the control topic cannot delay a poll request")
+        sns = deps.sns
+        call_with_retry(lambda: sns.publish(TopicArn=s.control_topic_arn, Message=body), deps.clock)
+        channel = "the control topic"
+    elif s.delay_queue_url:
+        send_one(deps.sqs, s.delay_queue_url, body, deps.clock, delay_seconds=delay_seconds)
+        channel = "the delay queue"
+    else:
+        raise NoPollRequests("no channel to ask for a poll through (PUNCTUAL_CONTROL_TOPIC_ARN, "
+                             "PUNCTUAL_DELAY_QUEUE_URL)")
+    obs.log("WARNING", f"poll requested through {channel}", reason=reason[:300], poll_by_ms=by_ms,
             delay_seconds=delay_seconds)
+
+
+# A poll armed alone (the table failing) is asked for again every RETRY_SECONDS for this long after
+# the time it was wanted by: until the table takes it, or a later failed poll's request takes over.
+ARMED_ALONE_ASK_AGAIN_MS = 120_000
+
+
+def arm_for_controls(deps: Deps, controls: Sequence[Control]) -> tuple[int | None, str | None]:
+    """Arm one poll for the earliest any poll request or failure notice asks for (logged). Returns
+    (the time wanted, None: None for as soon as possible) and why to ask again a little later, or
+    None when done: the rule could not be armed, or only the rule could (the table failing) and
+    the time wanted is less than ARMED_ALONE_ASK_AGAIN_MS ago."""
+    wanted = [c.poll_by_ms for c in controls]
+    by = None if None in wanted else min(w for w in wanted if w is not None)
+    for c in controls:
+        level: obs.Level = "ERROR" if c.notice else "WARNING"  # a notice: a function failed for good
+        obs.log(level, "poll wanted", message_id=c.message_id, reason=c.reason, poll_by_ms=c.poll_by_ms)
+    given_up = frozenset(c.given_up for c in controls if c.given_up is not None)
+    now = deps.clock.now_ms()
+    try:
+        if ensure_poll(deps, by, given_up) is not None:
+            return by, None
+        if by is not None and now - by >= ARMED_ALONE_ASK_AGAIN_MS:
+            return by, None  # polls failing meanwhile ask afresh: one chain of requests at a time, not one a poll
+        # the table refused: until the meta row holds the poll too, a writer syncing the rule from
+        # it after the recovery (an editor arming a later row) would move the rule off it
+        return by, "the rule was armed alone: the meta row could not be written"
+    except Exception as exc:  # noqa: BLE001 - the rule is failing: the request goes round again
+        return by, f"the rule could not be armed: {obs.error_text(exc)}"
