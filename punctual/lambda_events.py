@@ -19,6 +19,7 @@ drivers, the benchmark's simulator, the tests' virtual-time harness):
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -155,6 +156,21 @@ def async_failure_record(event: Mapping[str, Any], function_arn: str, attempts: 
         "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
         "responsePayload": {"errorMessage": error[:256], "errorType": "Error"},
     }
+
+
+# "Amazon SNS destinations have a message size limit of 256 KB. If the combined size of the function
+# request and response payload exceeds the limit, Lambda will drop the payload when sending OnFailure
+# event to the destination" (Lambda API reference, "OnFailure").
+SNS_DESTINATION_MAX_BYTES = 262_144
+
+
+def for_sns_destination(record: Mapping[str, Any]) -> dict[str, Any]:
+    """An invocation record as Lambda sends it to an SNS destination: without its request and
+    response payloads when the whole would pass SNS's message size limit (the record of a
+    retried SNS event nests that event, so a chain of them would grow)."""
+    if len(json.dumps(record).encode("utf-8")) <= SNS_DESTINATION_MAX_BYTES:
+        return dict(record)
+    return {k: v for k, v in record.items() if k not in ("requestPayload", "responsePayload")}
 
 
 def stream_failure_record(records: Sequence[Mapping[str, Any]], stream_arn: str, function_arn: str,

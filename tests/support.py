@@ -52,6 +52,7 @@ class Stack:
     settings: Settings
     delay_dlq_url: str
     delivery_dlq_url: str
+    control_mirror_url: str = ""  # direct delivery: a queue subscribed to the control topic (raw)
 
     # -- rows -------------------------------------------------------------
     def put_raw(self, sk: str, payload: dict[str, Any] | None = None, **extra: Any) -> None:
@@ -139,6 +140,13 @@ def make_stack(settings: Settings | None = None, clock: Any = None) -> Stack:
     delivery = queue("punctual-delivery", arn(delivery_dlq))
     rejected = queue("punctual-rejected")
     s = Settings(**{**s.__dict__, "delay_queue_url": delay, "delivery_queue_url": delivery, "rejected_queue_url": rejected})
+    sns, mirror = None, ""
+    if s.direct:  # no delay queue: the control topic, which the tests read through a queue subscribed to it
+        sns = client("sns")
+        topic = sns.create_topic(Name="punctual-control")["TopicArn"]
+        mirror = queue("punctual-control-mirror")
+        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn(mirror), Attributes={"RawMessageDelivery": "true"})
+        s = Settings(**{**s.__dict__, "delay_queue_url": "", "control_topic_arn": topic})
     events.put_rule(Name=s.rule_name, ScheduleExpression="cron(0 0 1 1 ? 2199)", State="DISABLED")
     events.put_targets(
         Rule=s.rule_name,
@@ -146,9 +154,9 @@ def make_stack(settings: Settings | None = None, clock: Any = None) -> Stack:
     )
     from punctual.core.clock import SystemClock
 
-    deps = Deps(settings=s, clock=clock or SystemClock(), ddb=ddb, sqs=sqs, events=events)
+    deps = Deps(settings=s, clock=clock or SystemClock(), ddb=ddb, sqs=sqs, events=events, sns=sns)
     return Stack(deps=deps, ddb=ddb, sqs=sqs, events=events, settings=s,
-                 delay_dlq_url=delay_dlq, delivery_dlq_url=delivery_dlq)
+                 delay_dlq_url=delay_dlq, delivery_dlq_url=delivery_dlq, control_mirror_url=mirror)
 
 
 # -- DynamoDB stream -> Lambda event (editor tests) ----------------------------------------

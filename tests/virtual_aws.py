@@ -35,6 +35,9 @@ The model, all times virtual:
   the world ran, is a violation (``violations``). A minute that passed while the caller moved the
   clock (the race tests advance it between actors) fires at the next step, as EventBridge would
   have fired it meanwhile.
+- **control topic -> poller** (direct delivery): what is published to the topic (poll requests,
+  the OnFailure records) invokes the poller at the next step with SNS's event, retried and then
+  sent to its OnFailure destination like the rule's invocations (``controls``).
 - Delivery and rejected queues are drained after every step (deliveries keep SQS's
   SentTimestamp).
 - Between steps at which nothing can happen, time jumps to the next instant something can.
@@ -62,6 +65,7 @@ from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 from punctual.core.usecases.consume import consume
 from punctual.core.usecases.poll import poll
 from punctual.core.usecases.process_stream import process_stream
+from punctual.core.usecases.serve_controls import is_control_event, serve_controls
 from punctual.deployment import (
     DELAY_MAX_RECEIVE_COUNT,
     DELAY_QUEUE_VISIBILITY_S,
@@ -75,6 +79,8 @@ from punctual.lambda_events import (
     armed_minute,
     async_failure_record,
     async_retry_delays,
+    for_sns_destination,
+    sns_event,
     stream_failure_record,
     stream_record,
 )
@@ -199,9 +205,10 @@ class Log:
     errors: list[str] = field(default_factory=list)  # unexpected exceptions out of a use case, dropped records
     violations: list[str] = field(default_factory=list)  # modelled-AWS invariants broken
     dead_letters: list[dict[str, Any]] = field(default_factory=list)  # delay-queue messages SQS moved to its DLQ
-    failure_notices: list[dict[str, Any]] = field(default_factory=list)  # Lambda's OnFailure records (sent to the delay queue)
+    failure_notices: list[dict[str, Any]] = field(default_factory=list)  # Lambda's OnFailure records (the delay queue, or the control topic)
     throttled: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))  # invocations refused
     polls: list[int] = field(default_factory=list)  # virtual start time of each poller attempt
+    controls: list[int] = field(default_factory=list)  # ... of each poller invocation by the control topic
     invocations: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0))
     wall_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(FUNCTIONS, 0.0))  # real seconds
 
@@ -257,8 +264,21 @@ class _MotoView:
         """Message id -> when its DelaySeconds end (its send plus its delay), for each message of ``url``."""
         return {m.id: int(m.delayed_until) for m in self._queue(url)._messages}
 
-    def clients(self) -> tuple[Any, Any, Any]:
-        return client("dynamodb"), client("sqs"), client("events")
+    def clients(self) -> tuple[Any, Any, Any, Any]:
+        return client("dynamodb"), client("sqs"), client("events"), client("sns")
+
+    def has_published(self) -> bool:
+        return bool(self.stack.control_mirror_url) and self.has_messages(self.stack.control_mirror_url)
+
+    def new_published(self) -> list[tuple[str, str, str, int]]:
+        """The control topic's messages since the last call, as (topic, message, id, published ms):
+        moto hands them to the SQS queue the stack subscribed to the topic (raw delivery)."""
+        url, out = self.stack.control_mirror_url, []
+        while url and self.has_messages(url):
+            for m in self.stack.drain(url):
+                out.append((self.stack.settings.control_topic_arn, m["Body"], m["MessageId"],
+                            int(m["Attributes"]["SentTimestamp"])))
+        return out
 
     def rule(self) -> tuple[str | None, str]:
         """The rule's schedule expression and state."""
@@ -294,8 +314,14 @@ class _FakeView:
         desc = self.aws.op_describe_rule(Name=self.rule_name)
         return desc["ScheduleExpression"], desc["State"]
 
-    def clients(self) -> tuple[Any, Any, Any]:
+    def clients(self) -> tuple[Any, Any, Any, Any]:
         return self.aws.clients_of_one_function()
+
+    def has_published(self) -> bool:
+        return bool(self.aws.published)
+
+    def new_published(self) -> list[tuple[str, str, str, int]]:
+        return [(p.topic_arn, p.message, p.message_id, p.at_ms) for p in self.aws.take_published()]
 
 
 class ClockTimeline:
@@ -344,6 +370,7 @@ class VirtualAws:
         self.queue_outages: list[tuple[int, int]] = []  # (from, to): the delay queue answers no receive
         # the real use cases; the crash matrix wraps one of them, nothing swaps it out
         self.editor, self.consumer, self.poller = process_stream, consume, poll
+        self.control = serve_controls  # the poller's code for the control topic's events (direct delivery)
         self.deps_of: dict[str, Deps] = dict.fromkeys(FUNCTIONS, deps)
         self.log = Log()
         self.origin = self.now
@@ -385,8 +412,9 @@ class VirtualAws:
         the other functions nor the harness."""
         if fn not in FUNCTIONS:
             raise ValueError(fn)
-        ddb, sqs, events = self.view.clients()
-        deps = Deps(settings=self.s, clock=self.deps.clock, ddb=ddb, sqs=sqs, events=events)
+        ddb, sqs, events, sns = self.view.clients()
+        deps = Deps(settings=self.s, clock=self.deps.clock, ddb=ddb, sqs=sqs, events=events,
+                    sns=sns if self.deps.sns is not None else None)
         self._watch_put_rule(deps)
         self.deps_of[fn] = deps
         return deps
@@ -422,7 +450,7 @@ class VirtualAws:
             before = sum(self.log.invocations.values())
             self._look()
             self.timeline.run_due()
-            if sum(self.log.invocations.values()) == before:
+            if sum(self.log.invocations.values()) == before and not self.view.has_published():
                 break
             busy = True
         else:
@@ -458,7 +486,7 @@ class VirtualAws:
         records read but not done, a poller retry."""
         return {
             "rows": self.pending_rows(),
-            "delay_messages": self.view.has_messages(self.s.delay_queue_url),
+            "delay_messages": bool(self.s.delay_queue_url) and self.view.has_messages(self.s.delay_queue_url),
             # direct delivery: events sent with a delay, not visible yet
             "delayed_events": self.s.direct and self.view.has_messages(self.s.delivery_queue_url),
             "armed_minute": self.armed_minute(),
@@ -537,6 +565,9 @@ class VirtualAws:
         return False
 
     def _poll(self, event: dict[str, Any]) -> Any:
+        if is_control_event(event):  # the control topic's message (direct delivery)
+            self.log.controls.append(self.now)
+            return self.control(event, self.deps_of["poller"])
         self.log.polls.append(self.now)
         return self.poller(self.deps_of["poller"], event["id"])
 
@@ -567,7 +598,11 @@ class VirtualAws:
         if new:
             self.stream.add(new)
         self.rule.observe(*self.view.rule())
-        visible = self.view.next_visible_ms(self.s.delay_queue_url)
+        for topic, message, mid, published in self.view.new_published():
+            # SNS invokes the subscribed poller asynchronously: retried like the rule's invocations,
+            # then the OnFailure destination (the topic again) gets the invocation record
+            self.rule.attempt(sns_event(topic, message, mid, published))
+        visible = self.view.next_visible_ms(self.s.delay_queue_url) if self.s.delay_queue_url else None
         if visible is not None and visible <= self.now:
             self.queue.schedule(self.now)
 
@@ -596,7 +631,11 @@ class VirtualAws:
                 event, "arn:aws:lambda:us-east-1:123456789012:function:poller", attempt + 1, self.now, str(error)))
 
     def _on_failure_destination(self, record: dict[str, Any]) -> None:
+        """The construct's OnFailure destination: the control topic in direct delivery, else the delay queue."""
         self.log.failure_notices.append(record)
+        if self.s.control_topic_arn and self.deps.sns is not None:
+            self.deps.sns.publish(TopicArn=self.s.control_topic_arn, Message=json.dumps(for_sns_destination(record)))
+            return
         self.deps.sqs.send_message(QueueUrl=self.s.delay_queue_url, MessageBody=json.dumps(record))
 
     def _receive(self, view: int | None) -> list[dict[str, Any]]:
@@ -674,7 +713,7 @@ class VirtualAws:
             event = self.view.next_visible_ms(self.s.delivery_queue_url)
             if event is not None:
                 candidates.append(max(event, soonest))
-        visible = self.view.next_visible_ms(self.s.delay_queue_url)
+        visible = self.view.next_visible_ms(self.s.delay_queue_url) if self.s.delay_queue_url else None
         if visible is not None and self.queue.inflight < self.queue.limit():  # a batch slot to receive it
             # while the queue answers no receive, nothing shows before it is back
             visible = max([visible] + [end for start, end in self.queue_outages if start <= max(visible, self.now) < end])

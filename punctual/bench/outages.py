@@ -19,6 +19,7 @@ DDB_READS = ("GetItem", "Query", "BatchGetItem", "Scan")
 SQS_OPS = ("SendMessage", "SendMessageBatch", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch",
            "ChangeMessageVisibility", "ChangeMessageVisibilityBatch", "GetQueueAttributes")
 EVENTS_OPS = ("PutRule", "EnableRule", "DisableRule", "DescribeRule")
+SNS_OPS = ("Publish",)  # direct delivery's control topic
 # The services an outage takes down: their operations, and the queue ("delay" / "delivery") when
 # the outage is one queue's (every other call still passes).
 SERVICES: dict[str, tuple[tuple[str, ...], str | None]] = {
@@ -28,6 +29,7 @@ SERVICES: dict[str, tuple[tuple[str, ...], str | None]] = {
     "delay queue": (SQS_OPS, "delay"),
     "delivery queue": (SQS_OPS, "delivery"),
     "eventbridge": (EVENTS_OPS, None),
+    "control topic": (SNS_OPS, None),
 }
 # How a call fails: a 500 (InternalError), throttling (400), or a 200 whose every entry failed (the
 # batch APIs: SendMessageBatch's Failed, BatchWriteItem's UnprocessedItems; other calls get a 500)

@@ -85,7 +85,8 @@ class ParsedRecord:
 def failure_notice_reason(data: Mapping[str, Any]) -> str | None:
     """What a Lambda OnFailure record (an SQS destination's body) says failed, or None when
     ``data`` is not one: a stream batch given up on (``DDBStreamBatchInfo``) or an asynchronous
-    invocation whose attempts ran out (``requestPayload``)."""
+    invocation whose attempts ran out (``requestPayload``; an SNS destination's record may come
+    without it, dropped for its size: ``responseContext`` then tells it apart)."""
     context = data.get("requestContext")
     if not isinstance(context, Mapping):
         return None
@@ -94,7 +95,7 @@ def failure_notice_reason(data: Mapping[str, Any]) -> str | None:
         info = data["DDBStreamBatchInfo"]
         return (f"stream records given up on ({condition}): {info.get('batchSize')} record(s) from "
                 f"{str(info.get('startSequenceNumber'))[:40]}")[:300]
-    if "requestPayload" in data:
+    if "requestPayload" in data or isinstance(data.get("responseContext"), Mapping):
         return f"asynchronous invocation failed ({condition}), {context.get('approximateInvokeCount')} attempt(s)"
     return None
 

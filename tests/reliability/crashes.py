@@ -66,6 +66,9 @@ def _targeted(fn: Callable[..., Any], faults: Faults) -> Callable[..., Any]:
     return run
 
 
+CONTROL_TOPIC = "arn:aws:sns:us-east-1:123456789012:punctual-control"
+
+
 @contextmanager
 def environment(backend: str, settings: Settings | None = None, start_ms: int = START,
                 fire_offset_ms: int = 5_000) -> Iterator[tuple[VirtualAws, tuple[Any, ...]]]:
@@ -83,9 +86,11 @@ def environment(backend: str, settings: Settings | None = None, start_ms: int = 
         aws = GatedAws(clock)
         s = replace(base, delay_queue_url="q/delay", delivery_queue_url="q/delivery",
                     rejected_queue_url="q/rejected")
-        deps = Deps(s, clock, aws.ddb, aws.sqs, aws.events)
+        if s.direct:  # no delay queue: the control topic (docs/architecture.md, "Direct delivery")
+            s = replace(s, delay_queue_url="", control_topic_arn=CONTROL_TOPIC)
+        deps = Deps(s, clock, aws.ddb, aws.sqs, aws.events, sns=aws.sns if s.direct else None)
         yield (VirtualAws.over_fake(deps, aws, clock, fire_offset_ms=fire_offset_ms),
-               (aws.ddb, aws.sqs, aws.events))
+               (aws.ddb, aws.sqs, aws.events, *((aws.sns,) if s.direct else ())))
         return
     from freezegun import freeze_time
     from moto import mock_aws
@@ -96,7 +101,7 @@ def environment(backend: str, settings: Settings | None = None, start_ms: int = 
         stack = make_stack(base, clock=FreezegunClock(frozen))
         world = VirtualAws.over_moto(stack, frozen, fire_offset_ms=fire_offset_ms, step_ms=1,
                                      receive_latency_ms=0)
-        yield world, (stack.ddb, stack.sqs, stack.events)
+        yield world, (stack.ddb, stack.sqs, stack.events, *((stack.deps.sns,) if stack.deps.sns else ()))
 
 
 def put_row(world: VirtualAws, sk: str, payload: dict[str, str]) -> None:

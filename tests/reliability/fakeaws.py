@@ -31,10 +31,10 @@ class GatedAws(FakeAws):
             self._clients[service] = _Client(self, service)
         return self._clients[service]
 
-    def clients_of_one_function(self) -> tuple[_Client, _Client, _Client]:
-        """Fresh (dynamodb, sqs, events) clients on this AWS: faults registered on them touch no
+    def clients_of_one_function(self) -> tuple[_Client, _Client, _Client, _Client]:
+        """Fresh (dynamodb, sqs, events, sns) clients on this AWS: faults registered on them touch no
         other function and not the harness (VirtualAws.isolate)."""
-        return _Client(self, "dynamodb"), _Client(self, "sqs"), _Client(self, "events")
+        return _Client(self, "dynamodb"), _Client(self, "sqs"), _Client(self, "events"), _Client(self, "sns")
 
     @property
     def ddb(self) -> _Client:
@@ -47,6 +47,10 @@ class GatedAws(FakeAws):
     @property
     def events(self) -> _Client:
         return self._client("events")
+
+    @property
+    def sns(self) -> _Client:
+        return self._client("sns")
 
     def next_visible_ms(self, url: str) -> int | None:
         return min((m.visible_at for m in self.queue(url)), default=None)

@@ -180,7 +180,8 @@ def _start_outage(world: VirtualAws, service: str, kind: str, start: int, end: i
                                                   "delivery": world.s.delivery_queue_url}, kind)
     for fn in FUNCTIONS:
         deps = world.isolate(fn)
-        Faults(deps.ddb, deps.sqs, deps.events).outage(outage, world.deps.clock.now_ms)
+        Faults(deps.ddb, deps.sqs, deps.events, *((deps.sns,) if deps.sns else ())).outage(
+            outage, world.deps.clock.now_ms)
     if outage.queue_url == world.s.delay_queue_url:
         world.queue_outages.append((start, end))
 

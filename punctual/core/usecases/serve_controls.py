@@ -13,6 +13,7 @@ topic: a failure notice, served the same way. Nothing idles: SNS bills the messa
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -20,7 +21,7 @@ from punctual.core import metrics_names as names
 from punctual.core import observability as obs
 from punctual.core.consumer_rules import Control, PoisonMessage, parse_control
 from punctual.core.runtime import Deps
-from punctual.core.usecases.ensure_poll import arm_for_controls
+from punctual.core.usecases.ensure_poll import arm_for_controls, request_poll
 
 
 class AskAgain(RuntimeError):
@@ -39,6 +40,16 @@ def _published_ms(sns: dict[str, Any], default: int) -> int:
         return int(datetime.fromisoformat(str(sns["Timestamp"]).replace("Z", "+00:00")).timestamp() * 1000)
     except (KeyError, ValueError):
         return default
+
+
+def _retries_ran_out(record: Any) -> bool:
+    """Whether ``record`` is Lambda's OnFailure record for an event of this topic (this function's
+    own retries of a control message ran out), not a poll request or another invocation's notice."""
+    try:
+        data = json.loads(record["Sns"]["Message"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    return isinstance(data, dict) and is_control_event(data.get("requestPayload"))
 
 
 def controls_of(event: dict[str, Any], now_ms: int) -> list[Control]:
@@ -75,6 +86,11 @@ def serve_controls(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     if not controls:
         return {"controls": 0}
     by, again = arm_for_controls(deps, controls)
-    if again is not None:
-        raise AskAgain(again)
-    return {"controls": len(controls), "poll_by_ms": by}
+    if again is None:
+        return {"controls": len(controls), "poll_by_ms": by}
+    if any(_retries_ran_out(record) for record in event.get("Records") or []):
+        # Lambda's record of this topic's event nests the event it retried: asked afresh instead, a
+        # chain of them stays one small message (ensure_poll.request_poll)
+        request_poll(deps, now if by is None else by, again)
+        return {"controls": len(controls), "poll_by_ms": by, "asked_again": again}
+    raise AskAgain(again)
