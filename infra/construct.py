@@ -1,4 +1,5 @@
-"""The ``Scheduler`` construct: table, queues, the one rule and the three functions.
+"""The ``Scheduler`` construct: table, queues, the one rule and the three functions (two and a
+control topic with ``delivery="direct"``).
 
 Follows the aws-cdk DESIGN_GUIDELINES: ``Scheduler(scope, id, *, **props)`` with flat
 props whose units are in their names, documented defaults, the L2 resources exposed as
@@ -26,6 +27,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
@@ -33,6 +36,7 @@ from constructs import Construct, IConstruct
 from punctual.core.config import (
     ATTR_EXPIRES,
     DIRECT_LEAD_SECONDS,
+    ENV,
     META_PK,
     RULE_DESCRIPTION,
     Settings,
@@ -109,6 +113,16 @@ DEAD_LETTER_WHAT = {
     "DeliveryDeadLetterQueue": "delivered events your consumers failed 5 times",
     "RuleDeadLetterQueue": "poller invocations EventBridge could not make",
 }
+# In direct delivery the rule DLQ also keeps the control topic's messages SNS could not deliver to the poller.
+DEAD_LETTER_WHAT_DIRECT = {
+    **DEAD_LETTER_WHAT,
+    "RuleDeadLetterQueue": "poller invocations EventBridge or the control topic could not make",
+}
+# The control topic's key when no encryption_key is given: the AWS managed SNS key (cdk-nag SNS2).
+# Its key policy lets any principal of the account use it through SNS, so the functions' roles
+# (Lambda destinations, the stream's OnFailure and request_poll publish as the function) need only
+# sns:Publish.
+AWS_MANAGED_SNS_KEY = "alias/aws/sns"
 DELAY_RETENTION = Duration.days(4)  # pointers live <= 15 min + retries; a DLQ keeps the failures
 DELIVERY_RETENTION = Duration.days(14)  # consumers may be down for a long weekend
 # An alarm's dimension value is 1-255 characters (AWS::CloudWatch::Alarm Dimension, CloudFormation
@@ -151,6 +165,8 @@ EDITOR_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Del
 # (arming.apply_rule), the code checks what the rule holds.
 RULE_ACTIONS = ("events:PutRule", "events:DisableRule", "events:DescribeRule")
 SEND_ACTIONS = ("sqs:SendMessage",)  # SendMessageBatch is authorised by sqs:SendMessage
+# Direct delivery: poll requests (ensure_poll.request_poll), published to the control topic.
+PUBLISH_ACTIONS = ("sns:Publish",)
 # The poller reads the delay queue's visible-message count before resending orphans
 # (a backlog means the consumer is behind, not that messages were lost).
 BACKLOG_ACTIONS = ("sqs:GetQueueAttributes",)
@@ -212,7 +228,7 @@ class Scheduler(Construct):
     :param delay_queue_age_alarm_threshold: age of the delay queue's oldest message that raises
         the delay-queue alarm (a consumer that is failing or not receiving); more than ``window``
         + the queue's visibility timeout, as pointers wait there up to ``window`` by design.
-        Default: 20 minutes.
+        Not used with ``delivery="direct"`` (no delay queue). Default: 20 minutes.
     :param dashboard: create a CloudWatch dashboard of this scheduler (lateness, deliveries, the
         delay queue, dead letters and rejected rows, the functions, the alarms). Default: False.
     :param architecture: Lambda architecture (the bundled wheels follow it). Default: ARM_64.
@@ -223,7 +239,8 @@ class Scheduler(Construct):
         by this; reserving only keeps a poll able to run when other functions exhaust the
         account's concurrency.
     :param consumer_max_concurrency: maximum concurrent consumer invocations for the delay queue,
-        or None for the SQS event source's default scaling. Default: None.
+        or None for the SQS event source's default scaling. Not used with ``delivery="direct"``
+        (no consumer). Default: None.
     :param max_attempts: sends of one row before it is rejected as undeliverable. Default: 5.
     :param log_payloads: log task payloads (never on by default: payloads are data). Default: False.
     :param metrics_namespace: CloudWatch namespace of the EMF metrics. Default: ``"Punctual"``.
@@ -243,8 +260,11 @@ class Scheduler(Construct):
         ``"direct"``: the poller and the editor send each task's event to the delivery queue
         themselves, with ``DelaySeconds``, visible at its due time or up to 100 ms after; a task
         is cancellable until it is sent, up to ``window`` before due, then ``cancel`` answers
-        ``AlreadyEnqueued`` (docs/architecture.md, "Direct delivery"). The delay queue and the
-        consumer stay, for poll requests and failure notices only. Default: ``"consumer"``.
+        ``AlreadyEnqueued`` (docs/architecture.md, "Direct delivery"). Direct delivery deploys no
+        delay queue and no consumer (:attr:`delay_queue`, :attr:`delay_dead_letter_queue` and
+        :attr:`consumer_function` are None): poll requests and the poller's and the stream's
+        failure notices go through an SNS topic, :attr:`control_topic`, served by the poller.
+        Default: ``"consumer"``.
     :param resync_on_deploy: invoke the poller once after a deployment that creates or changes the
         rule (CloudFormation puts it back DISABLED; the poll re-arms it from the meta row). Adds
         an ``AwsCustomResource`` (a Node.js function run at deploy time only; its log group keeps
@@ -303,7 +323,9 @@ class Scheduler(Construct):
         orphan_grace_seconds = self._whole_seconds("orphan_grace", durations["orphan_grace"])
         lateness_threshold_ms = durations["lateness_alarm_threshold"].to_milliseconds()
         delay_age_threshold = delay_queue_age_alarm_threshold or DEFAULT_DELAY_QUEUE_AGE_ALARM_THRESHOLD
-        if delay_age_threshold.to_seconds(integral=False) <= window_seconds + DELAY_QUEUE_VISIBILITY.to_seconds():
+        direct = delivery == "direct"  # (an invalid value is refused by Settings below)
+        if not direct and \
+                delay_age_threshold.to_seconds(integral=False) <= window_seconds + DELAY_QUEUE_VISIBILITY.to_seconds():
             raise ValueError(
                 f"delay_queue_age_alarm_threshold ({delay_age_threshold.to_human_string()}) must exceed the "
                 f"window ({window_seconds} s) + the delay queue's visibility timeout "
@@ -381,17 +403,20 @@ class Scheduler(Construct):
             )
             return sqs.Queue(self, cid, enforce_ssl=True, removal_policy=removal_policy, **enc, **kw)
 
-        self.delay_dead_letter_queue = queue("DelayDeadLetterQueue", retention_period=DLQ_RETENTION)
         # Internal: pointer messages (pk, sk, due) with DelaySeconds; standard (FIFO rejects
-        # per-message delays). Only the functions use it.
-        self.delay_queue = queue(
-            "DelayQueue",
-            visibility_timeout=DELAY_QUEUE_VISIBILITY,
-            retention_period=DELAY_RETENTION,
-            dead_letter_queue=sqs.DeadLetterQueue(
-                queue=self.delay_dead_letter_queue, max_receive_count=DELAY_MAX_RECEIVE_COUNT
-            ),
-        )
+        # per-message delays). Only the functions use it. None in direct delivery.
+        self.delay_dead_letter_queue: sqs.Queue | None = None
+        self.delay_queue: sqs.Queue | None = None
+        if not direct:
+            self.delay_dead_letter_queue = queue("DelayDeadLetterQueue", retention_period=DLQ_RETENTION)
+            self.delay_queue = queue(
+                "DelayQueue",
+                visibility_timeout=DELAY_QUEUE_VISIBILITY,
+                retention_period=DELAY_RETENTION,
+                dead_letter_queue=sqs.DeadLetterQueue(
+                    queue=self.delay_dead_letter_queue, max_receive_count=DELAY_MAX_RECEIVE_COUNT
+                ),
+            )
         self.dead_letter_queue: sqs.IQueue | None = None
         if delivery_queue is None:
             self.dead_letter_queue = queue("DeliveryDeadLetterQueue", retention_period=DLQ_RETENTION)
@@ -412,6 +437,18 @@ class Scheduler(Construct):
         # The OnFailure destination of the poller's invocations and of the editor's stream is the
         # delay queue: its consumer arms a poll for the rows behind a failure (docs/architecture.md,
         # "When arming fails"), logs it and counts it (FunctionFailures, its alarm).
+        # In direct delivery it is the control topic instead, which also carries the poll requests:
+        # the poller is subscribed and serves them the same way (core/usecases/serve_controls.py).
+        # Nothing idles: SNS bills what is published, where an SQS event source long-polls.
+        self.control_topic: sns.Topic | None = None
+        if direct:
+            self.control_topic = sns.Topic(
+                self,
+                "ControlTopic",
+                # encrypted at rest (cdk-nag SNS2): the customer key, else the AWS managed SNS key
+                master_key=encryption_key or kms.Alias.from_alias_name(self, "ControlTopicKey", AWS_MANAGED_SNS_KEY),
+                enforce_ssl=True,
+            )
 
         # ---- the rule (name known before the rule exists: the poller's environment needs it,
         # while the rule's target needs the poller: a Ref would be a cycle) ------------------
@@ -421,13 +458,16 @@ class Scheduler(Construct):
         settings = replace(
             base,
             table_name=self.table.table_name,
-            delay_queue_url=self.delay_queue.queue_url,
+            delay_queue_url=self.delay_queue.queue_url if self.delay_queue is not None else "",
+            control_topic_arn=self.control_topic.topic_arn if self.control_topic is not None else "",
             delivery_queue_url=self.delivery_queue.queue_url,
             rejected_queue_url=self.rejected_queue.queue_url,
             rule_name=rule_name,
         )
         self.settings = settings
         environment = to_environment(settings)
+        if direct:  # no delay queue: its variable is left out, not set blank (the control topic replaces it)
+            del environment[ENV["delay_queue_url"]]
 
         # ---- functions -----------------------------------------------------------------------
         # wheels fetched now if this synth bundles the stack: a synth that cannot get them stops here
@@ -458,18 +498,31 @@ class Scheduler(Construct):
                 **kw,
             )
 
+        on_failure: lambda_.IDestination
+        stream_on_failure: lambda_.IEventSourceDlq
+        if self.control_topic is not None:
+            on_failure = destinations.SnsDestination(self.control_topic)
+            stream_on_failure = sources.SnsDlq(self.control_topic)
+        else:
+            assert self.delay_queue is not None
+            on_failure = destinations.SqsDestination(self.delay_queue)
+            stream_on_failure = sources.SqsDlq(self.delay_queue)
         self.poller_function = function(
             "Poller", POLLER_HANDLER, POLLER_TIMEOUT, POLLER_MEMORY_MB,
+            "Punctual poller: sends a window of tasks to the delivery queue, re-arms the rule, serves the "
+            "control topic" if direct else
             "Punctual poller: sends a window of tasks to the delay queue and re-arms the rule",
             reserved_concurrent_executions=poller_reserved_concurrency,
             retry_attempts=POLLER_RETRY_ATTEMPTS,
             max_event_age=POLLER_MAX_EVENT_AGE,
-            on_failure=destinations.SqsDestination(self.delay_queue),
+            on_failure=on_failure,
         )
-        self.consumer_function = function(
-            "Consumer", CONSUMER_HANDLER, CONSUMER_TIMEOUT, CONSUMER_MEMORY_MB,
-            "Punctual consumer: delivers each task on its due millisecond",
-        )
+        self.consumer_function: lambda_.Function | None = None
+        if not direct:
+            self.consumer_function = function(
+                "Consumer", CONSUMER_HANDLER, CONSUMER_TIMEOUT, CONSUMER_MEMORY_MB,
+                "Punctual consumer: delivers each task on its due millisecond",
+            )
         self.editor_function = function(
             "Editor", EDITOR_HANDLER, EDITOR_TIMEOUT, EDITOR_MEMORY_MB,
             "Punctual editor: fast path for rows due soon, re-arming, rejection of malformed rows",
@@ -493,15 +546,22 @@ class Scheduler(Construct):
         )
 
         # ---- event sources -----------------------------------------------------------------
-        self.consumer_function.add_event_source(
-            sources.SqsEventSource(
-                self.delay_queue,
-                batch_size=10,
-                max_batching_window=Duration.seconds(0),  # never hold a due message back
-                report_batch_item_failures=True,
-                max_concurrency=consumer_max_concurrency,
+        if self.consumer_function is not None and self.delay_queue is not None:
+            self.consumer_function.add_event_source(
+                sources.SqsEventSource(
+                    self.delay_queue,
+                    batch_size=10,
+                    max_batching_window=Duration.seconds(0),  # never hold a due message back
+                    report_batch_item_failures=True,
+                    max_concurrency=consumer_max_concurrency,
+                )
             )
-        )
+        if self.control_topic is not None:
+            # A message SNS cannot deliver to the poller (after its delivery retries) is kept in the
+            # rule DLQ (alarmed), not lost: the same queue as the rule's poller invocations.
+            self.control_topic.add_subscription(
+                subscriptions.LambdaSubscription(self.poller_function, dead_letter_queue=self.rule_dead_letter_queue)
+            )
         self.editor_function.add_event_source(
             sources.DynamoEventSource(
                 self.table,
@@ -513,7 +573,7 @@ class Scheduler(Construct):
                 retry_attempts=EDITOR_RETRY_ATTEMPTS,
                 max_record_age=Duration.seconds(EDITOR_MAX_RECORD_AGE_S),
                 report_batch_item_failures=True,
-                on_failure=sources.SqsDlq(self.delay_queue),
+                on_failure=stream_on_failure,
                 # Removals, the meta row and Punctual's own claims never invoke the editor
                 # (punctual/core/stream_filter.py).
                 filters=[lambda_.FilterCriteria.filter(pattern) for pattern in EDITOR_STREAM_FILTERS],
@@ -523,37 +583,50 @@ class Scheduler(Construct):
         # ---- least privilege -----------------------------------------------------------------
         table_arn = self.table.table_arn
         self._allow(self.poller_function, POLLER_TABLE_ACTIONS, [table_arn])
-        self._allow(self.poller_function, SEND_ACTIONS, [self.delay_queue.queue_arn, self.rejected_queue.queue_arn])
-        self._allow(self.poller_function, RULE_ACTIONS, [rule_arn])
-        self._allow(self.poller_function, BACKLOG_ACTIONS, [self.delay_queue.queue_arn])
-
-        self._allow(self.consumer_function, CONSUMER_TABLE_ACTIONS, [table_arn])
-        # the delay queue: copies of pointers retried later, poll requests asked again
-        self._allow(self.consumer_function, SEND_ACTIONS,
-                    [self.delivery_queue.queue_arn, self.rejected_queue.queue_arn, self.delay_queue.queue_arn])
-        self._allow(self.consumer_function, RULE_ACTIONS, [rule_arn])  # arming a poll asked for
-        # ChangeMessageVisibility on the delay queue (putting back an early message) is part of
-        # what the SQS event source grants (Receive/Delete/ChangeMessageVisibility/GetQueueAttributes).
-
         self._allow(self.editor_function, EDITOR_TABLE_ACTIONS, [table_arn])
-        self._allow(self.editor_function, SEND_ACTIONS, [self.delay_queue.queue_arn, self.rejected_queue.queue_arn])
-        self._allow(self.editor_function, RULE_ACTIONS, [rule_arn])
-        if base.direct:  # the poller and the editor send the events themselves
+        if self.delay_queue is not None and self.consumer_function is not None:
+            self._allow(self.poller_function, SEND_ACTIONS,
+                        [self.delay_queue.queue_arn, self.rejected_queue.queue_arn])
+            self._allow(self.poller_function, RULE_ACTIONS, [rule_arn])
+            self._allow(self.poller_function, BACKLOG_ACTIONS, [self.delay_queue.queue_arn])
+
+            self._allow(self.consumer_function, CONSUMER_TABLE_ACTIONS, [table_arn])
+            # the delay queue: copies of pointers retried later, poll requests asked again
+            self._allow(self.consumer_function, SEND_ACTIONS,
+                        [self.delivery_queue.queue_arn, self.rejected_queue.queue_arn, self.delay_queue.queue_arn])
+            self._allow(self.consumer_function, RULE_ACTIONS, [rule_arn])  # arming a poll asked for
+            # ChangeMessageVisibility on the delay queue (putting back an early message) is part of
+            # what the SQS event source grants (Receive/Delete/ChangeMessageVisibility/GetQueueAttributes).
+
+            self._allow(self.editor_function, SEND_ACTIONS, [self.delay_queue.queue_arn, self.rejected_queue.queue_arn])
+            self._allow(self.editor_function, RULE_ACTIONS, [rule_arn])
+        else:
+            # The poller and the editor send the events themselves, and rejections; they ask for polls
+            # on the control topic (its OnFailure destinations also grant sns:Publish, and encrypt
+            # rights on a customer key). No delay queue: no backlog to read (usecases/poll.py).
+            assert self.control_topic is not None
             for fn in (self.poller_function, self.editor_function):
-                self._allow(fn, SEND_ACTIONS, [self.delivery_queue.queue_arn])
+                self._allow(fn, SEND_ACTIONS, [self.delivery_queue.queue_arn, self.rejected_queue.queue_arn])
+                self._allow(fn, RULE_ACTIONS, [rule_arn])
+                self._allow(fn, PUBLISH_ACTIONS, [self.control_topic.topic_arn])
 
         if encryption_key is not None:
-            for fn in (self.poller_function, self.consumer_function, self.editor_function):
+            for fn in self.functions:
                 encryption_key.grant_encrypt_decrypt(fn)
             # EventBridge writes failed poller invocations to the (encrypted) rule DLQ.
             encryption_key.grant_encrypt_decrypt(iam.ServicePrincipal("events.amazonaws.com"))
+            if self.control_topic is not None:
+                # SNS writes the control messages it could not deliver to the (encrypted) rule DLQ.
+                encryption_key.grant(iam.ServicePrincipal("sns.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*")
         delivery_key = self.delivery_queue.encryption_master_key
         if delivery_key is not None and delivery_key is not encryption_key:
-            for fn in (self.consumer_function, *((self.poller_function, self.editor_function) if base.direct else ())):
-                delivery_key.grant_encrypt_decrypt(fn)
+            # the functions that send the events: the consumer, or in direct delivery the poller and the editor
+            for fn in ((self.poller_function, self.editor_function) if direct else (self.consumer_function,)):
+                if fn is not None:
+                    delivery_key.grant_encrypt_decrypt(fn)
         table_key = self.table.encryption_key  # a brought table's own key
         if table_key is not None and table_key is not encryption_key:
-            for fn in (self.poller_function, self.consumer_function, self.editor_function):
+            for fn in self.functions:
                 table_key.grant_encrypt_decrypt(fn)
 
         # ---- observability ---------------------------------------------------------------------
@@ -696,14 +769,17 @@ class Scheduler(Construct):
     @property
     def dead_letter_queues(self) -> list[sqs.IQueue]:
         """Every dead-letter queue this construct owns (a message there is a failure to look at)."""
-        dlqs: list[sqs.IQueue] = [self.delay_dead_letter_queue, self.rule_dead_letter_queue]
+        dlqs: list[sqs.IQueue] = [self.rule_dead_letter_queue]
+        if self.delay_dead_letter_queue is not None:  # not in direct delivery
+            dlqs.insert(0, self.delay_dead_letter_queue)
         if self.dead_letter_queue is not None:
             dlqs.append(self.dead_letter_queue)
         return dlqs
 
     @property
     def functions(self) -> list[lambda_.Function]:
-        return [self.poller_function, self.consumer_function, self.editor_function]
+        """The poller, the consumer (not in direct delivery) and the editor."""
+        return [fn for fn in (self.poller_function, self.consumer_function, self.editor_function) if fn is not None]
 
     # ---- grants ---------------------------------------------------------------------------------
     def grant_schedule(self, grantee: iam.IGrantable) -> iam.Grant:
@@ -750,7 +826,8 @@ class Scheduler(Construct):
 
     def metric_lateness(self, *, statistic: str = "p99", period: Duration | None = None,
                         **options) -> cloudwatch.Metric:
-        """Delivery lateness in ms (due time -> delivered), emitted by the consumer. Default p99 over 5 min."""
+        """Delivery lateness in ms (due time -> delivered), emitted by the consumer (in direct delivery
+        by the poller and the editor: the lateness their sends planned). Default p99 over 5 min."""
         options.setdefault("unit", cloudwatch.Unit.MILLISECONDS)
         return self.metric(LATENESS_MS, statistic=statistic, period=period or METRIC_PERIOD, **options)
 
@@ -759,14 +836,16 @@ class Scheduler(Construct):
         return self.metric(REJECTED_ROWS, period=period or METRIC_PERIOD, **options)
 
     def metric_function_failures(self, *, period: Duration | None = None, **options) -> cloudwatch.Metric:
-        """Lambda failure notices the consumer received (sum by default): a poll whose attempts ran
-        out, a stream batch the editor's mapping gave up on. Emitted only when there is one: no data
-        means none."""
+        """Lambda failure notices the consumer received (in direct delivery: the poller, from the control
+        topic) (sum by default): a poll whose attempts ran out, a stream batch the editor's mapping gave
+        up on. Emitted only when there is one: no data means none."""
         return self.metric(FUNCTION_FAILURES, period=period or METRIC_PERIOD, **options)
 
     def metric_delay_queue_age(self, **options) -> cloudwatch.Metric:
         """Age in seconds of the delay queue's oldest message. ``options``: ``cloudwatch.MetricOptions``
-        fields. Default: Maximum over 5 minutes."""
+        fields. Default: Maximum over 5 minutes. A ``ValueError`` in direct delivery (no delay queue)."""
+        if self.delay_queue is None:
+            raise ValueError('delivery="direct" deploys no delay queue: it has no age to measure')
         options.setdefault("statistic", "Maximum")
         options.setdefault("period", METRIC_PERIOD)
         return self.delay_queue.metric_approximate_age_of_oldest_message(**options)
@@ -815,11 +894,12 @@ class Scheduler(Construct):
             )
 
         name = f"Punctual {self.instance_name}"
+        what = DEAD_LETTER_WHAT_DIRECT if self.control_topic is not None else DEAD_LETTER_WHAT
         # One alarm per dead-letter queue, on its own metric: a sum of the queues' metrics has no data
         # while any queue is inactive (SQS publishes an idle empty queue's metrics for ~6 hours only).
         for q in self.dead_letter_queues:
             alarm(f"{q.node.id}Alarm", self.metric_dead_letter_queue(q), 1,
-                  f"{name}: messages in the dead-letter queue {q.node.id} ({DEAD_LETTER_WHAT[q.node.id]})")
+                  f"{name}: messages in the dead-letter queue {q.node.id} ({what[q.node.id]})")
         for fn in self.functions:
             alarm(f"{fn.node.id}ErrorsAlarm", fn.metric_errors(period=METRIC_PERIOD, statistic="Sum"), 1,
                   f"{name}: {fn.node.id.lower()} function errors")
@@ -827,9 +907,12 @@ class Scheduler(Construct):
               f"{name}: p99 delivery lateness >= {lateness_threshold_ms} ms")
         alarm("RejectedRowsAlarm", self.metric_rejected_rows(), 1,
               f"{name}: rows rejected (see the rejected-rows queue for the reason and the row)")
+        server = "the poller (control topic)" if self.control_topic is not None else "the consumer"
         alarm("FunctionFailuresAlarm", self.metric_function_failures(), 1,
-              f"{name}: a poll's attempts or a stream batch's retries ran out (the consumer armed a poll for "
+              f"{name}: a poll's attempts or a stream batch's retries ran out ({server} armed a poll for "
               "their rows; its 'poll wanted' log lines name them)")
+        if self.delay_queue is None:  # direct delivery: no delay queue, no consumer to watch
+            return
         age_s = delay_age_threshold.to_seconds(integral=False)
         alarm("DelayQueueAgeAlarm", self.metric_delay_queue_age(), age_s,
               f"{name}: a pointer has been in the delay queue >= {age_s:g} s (pointers wait up to the window, "
@@ -852,10 +935,11 @@ class Scheduler(Construct):
             graph("Failures", self.metric_dead_letters(), self.metric_rejected_rows(label=REJECTED_ROWS),
                   self.metric(POISON_MESSAGES, label=POISON_MESSAGES)),
         )
-        dash.add_widgets(
-            graph("Delay queue (messages)", *queue_depth(self.delay_queue), width=12),
-            graph("Delay queue: oldest message (s)", self.metric_delay_queue_age(), width=12),
-        )
+        if self.delay_queue is not None:  # not in direct delivery
+            dash.add_widgets(
+                graph("Delay queue (messages)", *queue_depth(self.delay_queue), width=12),
+                graph("Delay queue: oldest message (s)", self.metric_delay_queue_age(), width=12),
+            )
         dash.add_widgets(*(
             graph(f"{fn.node.id}", fn.metric_invocations(period=METRIC_PERIOD), fn.metric_errors(period=METRIC_PERIOD),
                   fn.metric_throttles(period=METRIC_PERIOD),

@@ -6,7 +6,11 @@
   poller reserved concurrency 2, other partition and window (Duration props), instance name,
   a dashboard, 4 shards) plus a grant_consume.
 
-Both skip asset bundling (context ``aws:cdk:bundling-stacks`` = []) and CDK's built-in
+- ``direct``: ``delivery="direct"`` with defaults (alarms, the AWS managed SNS key), a producer role.
+- ``direct_custom``: ``delivery="direct"`` with a customer KMS key, a brought delivery queue under
+  another key, a dashboard.
+
+All skip asset bundling (context ``aws:cdk:bundling-stacks`` = []) and CDK's built-in
 CloudFormation validation (~10 s per synth; cfn-lint runs on the templates instead).
 One test in test_bundling.py bundles for real.
 """
@@ -100,3 +104,43 @@ def custom(tmp_path_factory) -> Synth:
     worker = iam.Role(stack, "Worker", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
     grant = scheduler.grant_consume(worker)
     return _synth(app, stack, scheduler, key=key, existing=existing, worker=worker, grant=grant)
+
+
+@pytest.fixture(scope="session")
+def direct(tmp_path_factory) -> Synth:
+    from aws_cdk import App, RemovalPolicy, Stack
+    from aws_cdk import aws_iam as iam
+
+    from infra import Scheduler
+
+    app = App(outdir=str(tmp_path_factory.mktemp("cdk-direct")), context=NO_BUNDLING, **FAST_APP)
+    stack = Stack(app, "Direct")
+    scheduler = Scheduler(stack, "Scheduler", delivery="direct", removal_policy=RemovalPolicy.DESTROY)
+    producer = iam.Role(stack, "Producer", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
+    scheduler.grant_schedule(producer)
+    return _synth(app, stack, scheduler, producer=producer)
+
+
+@pytest.fixture(scope="session")
+def direct_custom(tmp_path_factory) -> Synth:
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_kms as kms
+    from aws_cdk import aws_sqs as sqs
+
+    from infra import Scheduler
+
+    app = App(outdir=str(tmp_path_factory.mktemp("cdk-direct-custom")), context=NO_BUNDLING, **FAST_APP)
+    stack = Stack(app, "DirectCustom")
+    key = kms.Key(stack, "Key", enable_key_rotation=True)
+    other_key = kms.Key(stack, "OtherKey", enable_key_rotation=True)
+    existing = sqs.Queue(
+        stack, "Existing", encryption=sqs.QueueEncryption.KMS, encryption_master_key=other_key, enforce_ssl=True,
+        dead_letter_queue=sqs.DeadLetterQueue(
+            max_receive_count=3,
+            queue=sqs.Queue(stack, "ExistingDlq", encryption=sqs.QueueEncryption.KMS,
+                            encryption_master_key=other_key, enforce_ssl=True),
+        ),
+    )
+    scheduler = Scheduler(stack, "Jobs", delivery="direct", encryption_key=key, delivery_queue=existing,
+                          dashboard=True, instance_name="jobs-direct")
+    return _synth(app, stack, scheduler, key=key, other_key=other_key, existing=existing)

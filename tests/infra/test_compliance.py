@@ -24,7 +24,11 @@ def test_demo_app_synth_runs_nag_as_a_validation_plugin(demo):
     assert not [r for r in data["pluginReports"] if r.get("summary", {}).get("status") == "failure"]
 
 
-@pytest.mark.parametrize("name", ["demo", "custom"])
+# both delivery modes: direct deploys an SNS control topic (SNS2: KMS, SNS3: SSL only) instead of the delay queue
+SYNTHS = ["demo", "custom", "direct", "direct_custom"]
+
+
+@pytest.mark.parametrize("name", SYNTHS)
 def test_aws_solutions_checks_pass(name, request):
     synth = request.getfixturevalue(name)
     assert _nag_violations(synth) == []
@@ -44,12 +48,12 @@ def test_nag_catches_findings():
     assert any("AwsSolutions-SQS4" in v for v in _nag_violations(S(app, stack, None, None, {}, {})))
 
 
-def test_every_acknowledgment_has_a_reason(demo, custom):
+def test_every_acknowledgment_has_a_reason(demo, custom, direct, direct_custom):
     from aws_cdk import Validations
 
     key = Validations.ACKNOWLEDGED_RULES_METADATA_KEY
     seen: dict[str, str] = {}
-    for synth in (demo, custom):
+    for synth in (demo, custom, direct, direct_custom):
         for node in synth.stack.node.find_all():
             for entry in node.node.metadata:
                 if entry.type == key:
@@ -69,7 +73,7 @@ def test_every_acknowledgment_has_a_reason(demo, custom):
         assert len(reason) > 40, f"acknowledgment without a real reason: {where}: {reason!r}"
 
 
-@pytest.mark.parametrize("name", ["demo", "custom"])
+@pytest.mark.parametrize("name", SYNTHS)
 def test_cfn_lint_has_no_errors(name, request):
     from cfnlint.api import lint_all
 

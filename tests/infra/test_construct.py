@@ -757,3 +757,180 @@ def test_tracing_prop():
         actions = {a for st in fn.role.node.find_child("DefaultPolicy").document.to_json()["Statement"]
                    for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}
         assert {"xray:PutTraceSegments", "xray:PutTelemetryRecords"} <= actions
+
+
+# ---- direct delivery: no delay queue, no consumer, a control topic ----------------------------------
+
+def _punctual_functions(synth) -> dict[str, dict]:
+    """The construct's Lambda functions (not CDK's custom-resource provider), by handler."""
+    return {f["Properties"]["Handler"]: f for f in synth.resources("AWS::Lambda::Function").values()
+            if f["Properties"].get("Handler", "").startswith("punctual.functions.")}
+
+
+def test_direct_delivery_deploys_no_delay_queue_and_no_consumer(direct):
+    s = direct.scheduler
+    assert (s.delay_queue, s.delay_dead_letter_queue, s.consumer_function) == (None, None, None)
+    assert s.functions == [s.poller_function, s.editor_function]
+    assert set(_punctual_functions(direct)) == {c.POLLER_HANDLER, c.EDITOR_HANDLER}  # 2 functions, no consumer
+    # the queues: delivery + its DLQ, rejected rows, rule DLQ; no delay queue nor its DLQ
+    queues = direct.resources("AWS::SQS::Queue")
+    assert sorted(lid.rstrip("0123456789ABCDEF") for lid in queues) == [
+        "SchedulerDeliveryDeadLetterQueue", "SchedulerDeliveryQueue", "SchedulerRejectedQueue",
+        "SchedulerRuleDeadLetterQueue"]
+    assert not [lid for lid in direct.json["Resources"] if "Delay" in lid or "Consumer" in lid]
+    # no SQS event source: the one mapping is the editor's stream
+    (mapping,) = direct.resources("AWS::Lambda::EventSourceMapping").values()
+    assert mapping["Properties"]["FunctionName"] == {"Ref": direct.logical_id(s.editor_function)}
+    assert s.dead_letter_queues == [s.rule_dead_letter_queue, s.dead_letter_queue]
+    with pytest.raises(ValueError, match="no delay queue"):
+        s.metric_delay_queue_age()
+
+
+def test_the_default_mode_deploys_no_control_topic(demo, custom):
+    for synth in (demo, custom):
+        assert synth.scheduler.control_topic is None
+        synth.template.resource_count_is("AWS::SNS::Topic", 0)
+        synth.template.resource_count_is("AWS::SNS::Subscription", 0)
+
+
+def test_the_control_topic_is_encrypted_and_ssl_only(direct, direct_custom):
+    s = direct.scheduler
+    (topic_id,) = direct.resources("AWS::SNS::Topic")
+    assert topic_id == direct.logical_id(s.control_topic)
+    topic = direct.json["Resources"][topic_id]["Properties"]
+    # no customer key: the AWS managed SNS key (its ARN by alias)
+    assert topic["KmsMasterKeyId"] == {"Fn::Join": ["", [
+        "arn:", {"Ref": "AWS::Partition"}, ":kms:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"},
+        ":" + c.AWS_MANAGED_SNS_KEY]]}
+    (custom_topic,) = direct_custom.resources("AWS::SNS::Topic").values()
+    assert custom_topic["Properties"]["KmsMasterKeyId"] == getatt(direct_custom.logical_id(direct_custom.extra["key"]))
+    for synth in (direct, direct_custom):
+        (policy,) = synth.resources("AWS::SNS::TopicPolicy").values()
+        assert policy["Properties"]["Topics"] == [{"Ref": synth.logical_id(synth.scheduler.control_topic)}]
+        (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert (deny["Effect"], deny["Action"], deny["Condition"]) == (
+            "Deny", "sns:Publish", {"Bool": {"aws:SecureTransport": "false"}})
+
+
+def test_the_poller_is_subscribed_to_the_control_topic_with_a_dead_letter_queue(direct):
+    s = direct.scheduler
+    topic = {"Ref": direct.logical_id(s.control_topic)}
+    (sub,) = direct.resources("AWS::SNS::Subscription").values()
+    assert sub["Properties"] == {
+        "Protocol": "lambda", "TopicArn": topic, "Endpoint": getatt(direct.logical_id(s.poller_function)),
+        # a control message SNS cannot deliver is kept (the rule DLQ, alarmed), not lost
+        "RedrivePolicy": {"deadLetterTargetArn": getatt(direct.logical_id(s.rule_dead_letter_queue))},
+    }
+    direct.template.has_resource_properties("AWS::Lambda::Permission", {
+        "Action": "lambda:InvokeFunction", "Principal": "sns.amazonaws.com", "SourceArn": topic,
+        "FunctionName": getatt(direct.logical_id(s.poller_function))})
+    dlq = direct.logical_id(s.rule_dead_letter_queue)
+    allows = [st for p in direct.resources("AWS::SQS::QueuePolicy").values() if {"Ref": dlq} in p["Properties"]["Queues"]
+              for st in p["Properties"]["PolicyDocument"]["Statement"] if st["Effect"] == "Allow"]
+    assert sorted((st["Principal"]["Service"], json.dumps(st["Condition"], sort_keys=True)) for st in allows) == [
+        ("events.amazonaws.com", json.dumps({"ArnEquals": {"aws:SourceArn": getatt(direct.logical_id(s.rule))}})),
+        ("sns.amazonaws.com", json.dumps({"ArnEquals": {"aws:SourceArn": topic}})),
+    ]
+
+
+def test_direct_failure_notices_go_to_the_control_topic(direct):
+    """The poller's async invocations whose attempts run out and the stream batches the editor's mapping
+    gives up on reach the control topic, whose subscriber (the poller) arms a poll for their rows and
+    counts them (FunctionFailures, alarmed)."""
+    s = direct.scheduler
+    topic = {"Ref": direct.logical_id(s.control_topic)}
+    (config,) = direct.resources("AWS::Lambda::EventInvokeConfig").values()
+    assert config["Properties"]["FunctionName"] == {"Ref": direct.logical_id(s.poller_function)}
+    assert config["Properties"]["DestinationConfig"] == {"OnFailure": {"Destination": topic}}
+    assert (config["Properties"]["MaximumRetryAttempts"], config["Properties"]["MaximumEventAgeInSeconds"]) == (2, 120)
+    (mapping,) = direct.resources("AWS::Lambda::EventSourceMapping").values()
+    assert mapping["Properties"]["DestinationConfig"] == {"OnFailure": {"Destination": topic}}
+    assert mapping["Properties"]["MaximumRetryAttempts"] == c.EDITOR_RETRY_ATTEMPTS
+
+
+def test_direct_environment_names_the_control_topic_and_no_delay_queue(direct, direct_custom):
+    from punctual.core.config import check_required
+
+    for synth in (direct, direct_custom):
+        s = synth.scheduler
+        for fn, name in ((s.poller_function, "poller"), (s.editor_function, "editor")):
+            env = env_of(synth, fn)
+            assert env[ENV["control_topic_arn"]] == {"Ref": synth.logical_id(s.control_topic)}
+            assert ENV["delay_queue_url"] not in env
+            assert set(env) == set(ENV.values()) - {ENV["delay_queue_url"]}
+            assert env[ENV["delivery"]] == "direct"
+            assert env[ENV["delivery_queue_url"]] == {"Ref": synth.logical_id(s.delivery_queue)}
+            # what the function checks on its cold start (tokens resolved by CloudFormation)
+            check_required({k: v if isinstance(v, str) else "resolved" for k, v in env.items()}, name)
+
+
+def test_direct_least_privilege(direct):
+    """No delay-queue grant, no backlog read; sns:Publish on the control topic (poll requests, and the
+    OnFailure destinations, which publish as the function's role); sends to the delivery queue."""
+    s, d = direct.scheduler, direct
+    table = getatt(d.logical_id(s.table))
+    stream = getatt(d.logical_id(s.table), "StreamArn")
+    delivery, rejected = (getatt(d.logical_id(q)) for q in (s.delivery_queue, s.rejected_queue))
+    topic = {"Ref": d.logical_id(s.control_topic)}
+    rule_name = d.json["Resources"][d.logical_id(s.rule)]["Properties"]["Name"]
+    rule_arn = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":events:", {"Ref": "AWS::Region"}, ":",
+                                  {"Ref": "AWS::AccountId"}, f":rule/{rule_name}"]]}
+    logs = ("logs:CreateLogStream", "logs:PutLogEvents")
+
+    def log_group(fn):
+        return getatt(d.json["Resources"][d.logical_id(fn)]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"])
+
+    assert grants(d, s.poller_function.role) == (
+        pairs(logs, log_group(s.poller_function))
+        | pairs(["dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"], table)
+        | pairs(["sqs:SendMessage"], delivery, rejected)
+        | pairs(["events:PutRule", "events:DisableRule", "events:DescribeRule"], rule_arn)
+        | pairs(["sns:Publish"], topic)
+    )
+    assert grants(d, s.editor_function.role) == (
+        pairs(logs, log_group(s.editor_function))
+        | pairs(["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"], table)
+        | pairs(["sqs:SendMessage"], delivery, rejected)
+        | pairs(["events:PutRule", "events:DisableRule", "events:DescribeRule"], rule_arn)
+        | pairs(["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"], stream)
+        | pairs(["dynamodb:ListStreams"], "*")
+        | pairs(["sns:Publish"], topic)
+    )
+
+
+def test_direct_kms_grants(direct_custom):
+    """With a customer key the topic uses it: the poller and the editor may encrypt with it (publish),
+    SNS may write what it cannot deliver to the (encrypted) rule DLQ; the brought delivery queue's own
+    key is granted to the two functions that send events."""
+    d, s = direct_custom, direct_custom.scheduler
+    key, other = (json.dumps(getatt(d.logical_id(d.extra[k])), sort_keys=True) for k in ("key", "other_key"))
+    for fn in s.functions:
+        for k in (key, other):
+            assert {("kms:Decrypt", k), ("kms:GenerateDataKey*", k)} <= grants(d, fn.role)
+    statements_ = d.json["Resources"][d.logical_id(d.extra["key"])]["Properties"]["KeyPolicy"]["Statement"]
+    (sns_st,) = [st for st in statements_ if st.get("Principal") == {"Service": "sns.amazonaws.com"}]
+    assert sorted(sns_st["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+
+
+def test_direct_alarms(direct):
+    """Nothing watches a delay queue or a consumer; FunctionFailures stays (the poller emits it when it
+    serves a failure notice from the control topic)."""
+    s = direct.scheduler
+    ids = sorted(a.node.id for a in s.alarms)
+    assert ids == ["DeliveryDeadLetterQueueAlarm", "EditorErrorsAlarm", "FunctionFailuresAlarm", "LatenessAlarm",
+                   "PollerErrorsAlarm", "RejectedRowsAlarm", "RuleDeadLetterQueueAlarm"]
+    direct.template.resource_count_is("AWS::CloudWatch::Alarm", 7)
+    alarms = {a.node.id: direct.json["Resources"][direct.logical_id(a)]["Properties"] for a in s.alarms}
+    failures = alarms["FunctionFailuresAlarm"]
+    assert (failures["MetricName"], failures["Namespace"], failures["Threshold"], failures["Dimensions"]) == (
+        "FunctionFailures", "Punctual", 1, [{"Name": INSTANCE_DIMENSION, "Value": s.instance_name}])
+    assert "control topic" in alarms["RuleDeadLetterQueueAlarm"]["AlarmDescription"]
+
+
+def test_direct_dashboard_has_no_delay_queue(direct_custom):
+    (dash,) = direct_custom.resources("AWS::CloudWatch::Dashboard").values()
+    text = str(direct_custom.stack.resolve(dash["Properties"]["DashboardBody"]))
+    assert "Delay queue" not in text and "ApproximateAgeOfOldestMessage" not in text
+    assert "Consumer" not in text
+    for fn in direct_custom.scheduler.functions:
+        assert direct_custom.logical_id(fn) in text

@@ -1,5 +1,6 @@
-"""docs/construct.md agrees with the synthesized template: its IAM table is exactly the roles'
-privileges, and its alarm table names every alarm with its missing-data behaviour."""
+"""docs/construct.md agrees with the synthesized templates: its IAM tables (the default mode's and
+direct delivery's) are exactly the roles' privileges, and its alarm table names every alarm with its
+missing-data behaviour (and which ones direct delivery does not create)."""
 
 from __future__ import annotations
 
@@ -27,15 +28,19 @@ def ticked(cell: str) -> list[str]:
 
 
 def _resource_names(demo) -> dict[str, str]:
-    """Each resource a role may name, as JSON -> its name in the doc's table."""
+    """Each resource a role may name, as JSON -> its name in the doc's table (``demo``: either mode's synth)."""
     s, d = demo.scheduler, demo
 
     def arn(construct, attr="Arn"):
         return json.dumps({"Fn::GetAtt": [d.logical_id(construct), attr]}, sort_keys=True)
 
     names = {arn(s.table): "table", arn(s.table, "StreamArn"): "table stream", json.dumps("*"): "`*`",
-             arn(s.delay_queue): "delay queue", arn(s.rejected_queue): "rejected-rows queue",
+             arn(s.rejected_queue): "rejected-rows queue",
              arn(s.delivery_queue): "delivery queue", arn(s.poller_function): "poller function"}
+    if s.delay_queue is not None:
+        names[arn(s.delay_queue)] = "delay queue"
+    if s.control_topic is not None:
+        names[json.dumps({"Ref": d.logical_id(s.control_topic)})] = "control topic"
     for fn in s.functions:
         group = d.json["Resources"][d.logical_id(fn)]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
         names[json.dumps({"Fn::GetAtt": [group, "Arn"]}, sort_keys=True)] = "its log group"
@@ -64,9 +69,9 @@ def template_privileges(demo) -> set[tuple[str, str, str]]:
     return out
 
 
-def doc_privileges() -> set[tuple[str, str, str]]:
+def doc_privileges(marker: str = "- **IAM**") -> set[tuple[str, str, str]]:
     out = set()
-    for role, actions, on, _why in table_after("- **IAM**"):
+    for role, actions, on, _why in table_after(marker):
         targets = [t.strip() for t in on.split(",")]
         out |= {(role, a, t) for a in ticked(actions) for t in targets}
     return out
@@ -74,6 +79,10 @@ def doc_privileges() -> set[tuple[str, str, str]]:
 
 def test_the_iam_table_is_the_templates(demo):
     assert doc_privileges() == template_privileges(demo)
+
+
+def test_the_direct_delivery_iam_table_is_the_templates(direct):
+    assert doc_privileges('- **IAM with `delivery="direct"`**') == template_privileges(direct)
 
 
 def test_the_consumer_reads_no_batchgetitem_and_the_doc_says_so(demo):
@@ -89,6 +98,13 @@ def test_the_alarm_table_names_every_alarm_and_its_missing_data_behaviour(demo):
     actual = {a.node.id: words[template[demo.logical_id(a)]["Properties"]["TreatMissingData"]]
               for a in demo.scheduler.alarms}
     assert documented == actual
+
+
+def test_the_doc_names_the_alarms_direct_delivery_does_not_create(demo, direct):
+    sentence = DOC[DOC.index('With `delivery="direct"` there is no delay queue'):].split("\n\n")[0]
+    absent = set(ticked(sentence.split("The others")[0])) - {'delivery="direct"'}
+    assert absent == {a.node.id for a in demo.scheduler.alarms} - {a.node.id for a in direct.scheduler.alarms}
+    assert {a.node.id for a in direct.scheduler.alarms} < {a.node.id for a in demo.scheduler.alarms}
 
 
 def test_no_alarm_uses_math_that_can_lack_data(demo, custom):

@@ -77,6 +77,12 @@ def test_bad_duration_props_are_refused(props, message):
         Scheduler(_stack(), "S", **props)
 
 
+def test_the_delay_queue_age_threshold_is_not_checked_in_direct_delivery():
+    """No delay queue, no alarm on its age: a threshold given is not held against the window."""
+    s = Scheduler(_stack(), "S", delivery="direct", delay_queue_age_alarm_threshold=Duration.minutes(18))
+    assert "DelayQueueAgeAlarm" not in [a.node.id for a in s.alarms]
+
+
 def test_delay_queue_age_alarm_threshold_follows_the_window():
     stack = _stack()
     Scheduler(stack, "S", window=Duration.minutes(5), lead=Duration.minutes(1),
@@ -200,14 +206,17 @@ def _sends_to(scheduler: Scheduler, role) -> bool:
 
 def test_direct_delivery_reaches_the_functions_and_lets_the_poller_and_editor_send_events():
     """delivery="direct": the functions run in direct delivery and the poller and the editor may
-    send to the delivery queue; by default only the consumer may."""
+    send to the delivery queue; there is no consumer (nor delay queue), and a control topic instead.
+    By default only the consumer may send events, and there is no control topic."""
     direct = Scheduler(_stack(), "S", delivery="direct")
     assert _env(direct)[ENV["delivery"]] == "direct"
     assert _sends_to(direct, direct.poller_function.role) and _sends_to(direct, direct.editor_function.role)
+    assert direct.consumer_function is None and direct.delay_queue is None and direct.control_topic is not None
     default = Scheduler(_stack(), "S")
     assert _env(default)[ENV["delivery"]] == "consumer"
     assert not _sends_to(default, default.poller_function.role) and not _sends_to(default, default.editor_function.role)
-    assert _sends_to(default, default.consumer_function.role)
+    assert default.consumer_function is not None and _sends_to(default, default.consumer_function.role)
+    assert default.control_topic is None
     with pytest.raises(ValueError, match="delivery must be one of"):
         Scheduler(_stack(), "S", delivery="fast")
 

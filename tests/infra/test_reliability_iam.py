@@ -58,3 +58,30 @@ def test_granted_actions_match_the_calls_the_handlers_make(demo):
             op = action.split(":")[1]
             snake = "".join("_" + ch.lower() if ch.isupper() else ch for ch in op).lstrip("_")
             assert snake in (repo / RARE[action]).read_text(), (action, RARE[action])
+
+
+def test_direct_delivery_grants_match_the_calls_its_poller_and_editor_make(direct):
+    """delivery="direct": the poller and the editor, recorded over the crash-matrix scenario in direct
+    delivery, call nothing they are not granted; and every grant is a call, the platform's, or a rare
+    path checked to exist in the code: here also sns:Publish (a poll request when arming fails,
+    ensure_poll.request_poll; the OnFailure destinations publish with the same grant). Nothing on a
+    delay queue: the poller reads no backlog (usecases/poll.py)."""
+    from pathlib import Path
+
+    from punctual.core.config import Settings
+    from tests.reliability.crashes import run_case
+
+    rare = {**RARE, "sns:Publish": "punctual/core/usecases/ensure_poll.py"}
+    repo = Path(__file__).resolve().parents[2]
+    s = direct.scheduler
+    for target, role in (("poller", s.poller_function.role), ("editor", s.editor_function.role)):
+        calls = set(run_case(target, None, settings=Settings(send_workers=1, delivery="direct")).trace)
+        granted = {a for a, _ in grants(direct, role)}
+        needed = {"sns:Publish" if op == "Publish" else iam_action(op) for op in calls}
+        assert needed <= granted, f"{target} calls {sorted(needed - granted)} without a grant"
+        assert "sns:Publish" in granted and not any("GetQueueAttributes" in a for a in granted), target
+        for action in sorted(granted - needed - PLATFORM):
+            assert action in rare, f"{target} is granted {action} but never calls it"
+            op = action.split(":")[1]
+            snake = "".join("_" + ch.lower() if ch.isupper() else ch for ch in op).lstrip("_")
+            assert snake in (repo / rare[action]).read_text(), (action, rare[action])
