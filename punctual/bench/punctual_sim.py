@@ -73,7 +73,8 @@ THROTTLED_PREFIX = "ddb_throttled:"  # counters of requests refused over a parti
 EVENTS_THROTTLED_PREFIX = "events_throttled:"  # counters of rule calls refused over the account's quota
 MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's sizes
 SNS_MAX_MESSAGE_BYTES = 262_144  # SNS Publish's limit (256 KB), the fake's too
-CONTROL_TOPIC = "punctual-control"  # direct delivery's control topic (SNS), the poller subscribed to it
+CONTROL_TOPIC = "punctual-control"
+CONTROL_TOPIC_OPS = ("Publish",)  # what an outage of the control topic fails  # direct delivery's control topic (SNS), the poller subscribed to it
 POLLER_ARN = f"arn:aws:lambda:{REGION}:123456789012:function:poller"
 EDITOR_ARN = f"arn:aws:lambda:{REGION}:123456789012:function:editor"
 CONTROL_TOPIC_ARN_FAKE = f"arn:aws:sns:{REGION}:123456789012:{CONTROL_TOPIC}"  # moto makes the same one
@@ -284,6 +285,10 @@ class PunctualSim:
     def _on_failure_destination(self, record: dict[str, Any]) -> None:
         self.result.counters["failure_notices"] += 1
         if self.has_control_topic:  # Lambda publishes it (billed as a Publish: _hook counts it and delivers it)
+            if any(o.covers("Publish", {}, self.engine.now) for o in self.outages):
+                # the topic is out: Lambda cannot deliver the record (it counts DestinationDeliveryFailures)
+                self.result.counters["failure_notices_undelivered"] += 1
+                return
             message = json.dumps(record)
             if len(message.encode("utf-8")) > SNS_MAX_MESSAGE_BYTES:
                 # Lambda docs (OnFailure, destinations): "Amazon SNS destinations have a message size limit of
@@ -745,6 +750,15 @@ class PunctualSim:
             self.engine.at(self.engine.now + 3_600_000, self._housekeeping)
 
     # ---------------------------------------------------------------- run
+    def _outage(self, service: str, start_ms: int, end_ms: int) -> Outage:
+        """One of the scenario's outages. Direct delivery has no delay queue: its control channel, the SNS
+        topic, is out in that slot instead (every Publish fails, Lambda's OnFailure records too:
+        :meth:`_on_failure_destination`)."""
+        if service == "delay queue" and self.has_control_topic:
+            return Outage.of(CONTROL_TOPIC_OPS, start_ms, end_ms)
+        queues = {"delay": self.settings.delay_queue_url, "delivery": self.settings.delivery_queue_url}
+        return service_outage(service, start_ms, end_ms, queues)
+
     def _count_outage_lateness(self) -> None:
         """The faults scenario's outages: the worst first delivery measured against the promise
         (scenarios.after_recovery_ms), and how many broke it (over 2 minutes)."""
@@ -778,8 +792,7 @@ class PunctualSim:
                     self._setup_fake()
                 else:
                     self._setup()
-                queues = {"delay": self.settings.delay_queue_url, "delivery": self.settings.delivery_queue_url}
-                self.outages = [service_outage(service, EPOCH_MS + start, EPOCH_MS + end, queues)
+                self.outages = [self._outage(service, EPOCH_MS + start, EPOCH_MS + end)
                                 for service, start, end in self.outage_plan]
                 for i in self.sc.order():
                     self.engine.at(EPOCH_MS + self.sc.inserts[i], partial(self._insert, i))

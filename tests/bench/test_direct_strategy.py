@@ -216,3 +216,21 @@ def test_faults_in_direct_delivery_send_failure_notices_to_the_topic_and_they_in
     assert IDLE_RECEIVE_API not in s.by_api and not any(api.startswith("sqs.") and api != "sqs.SendMessageBatch"
                                                         for api in s.by_api)  # only the delivery sends
     assert c["sends_without_delay_queue"] == 0 and s.cost_parts["SNS"] > 0
+
+
+def test_in_direct_delivery_the_faults_scenarios_delay_queue_outage_is_the_control_topics():
+    """No delay queue to take down: the topic is out in its slot. The handlers' Publish fails, and
+    Lambda's OnFailure record cannot be delivered (counted, not published)."""
+    sim = _sim({"delivery": "direct"})
+    sim.outages = [sim._outage("delay queue", EPOCH_MS, EPOCH_MS + 60_000)]
+    assert _sim({})._outage("delay queue", 0, 1).queue_url  # the default mode: the delay queue's calls
+
+    def poller(event, deps):
+        deps.sns.publish(TopicArn=sim.settings.control_topic_arn, Message="{}")
+
+    sim._invoke("poller", sim.engine.now, lambda deps: poller({}, deps), lambda proc: None)
+    sim.engine.run(sim.engine.now + 1_000)
+    assert isinstance(sim.result.invocations[0].error, str) and sim.result.counters["outage_call_failures"] == 1
+    sim._poll_failed({"id": "rule-event-1"}, attempt=len(sim.rule.retry_delays_ms), error=RuntimeError("boom"))
+    assert sim.result.counters["failure_notices_undelivered"] == 1
+    assert sim.result.requests[("lambda-destination", "sns.Publish")] == 0
