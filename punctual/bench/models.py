@@ -43,6 +43,9 @@ class Models:
     # ...and while the queue is idle, this many pollers each long-poll it, one billed ReceiveMessage per wait.
     esm_idle_pollers: int = 5
     esm_idle_wait_s: int = 20
+    # Direct delivery's control topic (SNS): from a Publish to the poller's invocation with the message
+    # (SNS invokes a subscribed function asynchronously; an assumption, SOURCES).
+    sns_delivery_latency_ms: tuple[int, int] = (20, 100)
     # DynamoDB stream -> Lambda: time from a write to the invocation that carries it.
     stream_latency_ms: tuple[int, int] = (100, 500)
     stream_batch_size: int = 100  # the construct's EDITOR_BATCH_SIZE
@@ -56,7 +59,7 @@ class Models:
     stream_parallelization: int = 10
     # Service-side latency of one API call, added to the caller's virtual time.
     api_latency_ms: dict[str, tuple[int, int]] = field(
-        default_factory=lambda: {"dynamodb": (3, 8), "sqs": (5, 15), "events": (20, 60)}
+        default_factory=lambda: {"dynamodb": (3, 8), "sqs": (5, 15), "events": (20, 60), "sns": (10, 30)}
     )
     # EventBridge's control-plane quota (DescribeRule, PutRule, EnableRule, DisableRule...): requests a
     # second per account, one token bucket shared by every function, holding this much of it (0: none).
@@ -147,7 +150,8 @@ SOURCES: dict[str, str] = {
     "five batches at a time with five concurrent invocations'), and those ReceiveMessage requests are billed "
     "like any (SQS pricing: every API action is a request; empty receives included). The number of idle pollers "
     "is not documented: 5 (the initial concurrency) is the default here, 2 the lowest seen reported; "
-    "0 switches the model off. Punctual's delay queue only (the delivery queue's consumers are the user's).",
+    "0 switches the model off. Punctual's delay queue only (the delivery queue's consumers are the user's); "
+    "direct delivery deploys no delay queue: nothing idles there (its control topic, SNS, is push).",
     "esm_idle_wait_s": "SQS long polling: at most 20 s per ReceiveMessage (SQS Developer Guide, 'Setting-up long "
     "polling'); assumption: Lambda's pollers use the maximum, so each makes 3 receives a minute when idle.",
     "stream_latency_ms": "Lambda docs: 'Lambda polls shards in your DynamoDB stream for records at a base rate "
@@ -160,7 +164,15 @@ SOURCES: dict[str, str] = {
     "ParallelizationFactor, default 1, maximum 10, 'the number of batches to process concurrently from each "
     "shard'; order is kept per partition key. The construct sets 10 (EDITOR_PARALLELIZATION).",
     "api_latency_ms": "Assumption: in-region single-digit ms for DynamoDB ('single-digit millisecond "
-    "performance'), ~10 ms for SQS, tens of ms for EventBridge control-plane calls.",
+    "performance'), ~10 ms for SQS, tens of ms for EventBridge control-plane calls and for SNS Publish "
+    "(direct delivery's control topic).",
+    "sns_delivery_latency_ms": "Assumption, marked: SNS delivers a published message to a subscribed Lambda "
+    "function by invoking it asynchronously (Lambda docs, 'Invoking Lambda functions with Amazon SNS "
+    "notifications': 'Amazon SNS invokes your function asynchronously with an event that contains a message'); "
+    "no delivery latency is documented: tens of ms, uniform 20-100 ms, from the Publish to the invocation "
+    "(then a cold start if no environment is warm). The function's asynchronous invocation settings apply: "
+    "the same retries, maximum event age and OnFailure destination as the rule's invocations "
+    "(poller_retry_delays_ms; direct delivery's destination is the topic itself).",
     "consumer_memory_mb": "The construct's consumer memory (infra/construct.py CONSUMER_MEMORY_MB). Changing it here "
     "models another size: the client CPU scales with it (one vCPU at 1,769 MB) and so does the price of every "
     "ms the consumer runs or waits (Lambda bills GB-s); docs/benchmark.md, 'The consumer's memory and wake-early'.",
@@ -176,7 +188,8 @@ SOURCES: dict[str, str] = {
     "'discard records older than the specified age', the OnFailure destination told.",
     "poller_retry_delays_ms": "Lambda docs, asynchronous invocation, with the construct's MaximumEventAgeInSeconds "
     "(120, punctual/deployment.py): the retry after 1 minute fits, the one after 3 minutes does not: the event "
-    "then goes to the OnFailure destination (the delay queue).",
+    "then goes to the OnFailure destination (the delay queue; in direct delivery the control topic, whose "
+    "message invokes the poller again). The SNS control topic's invocations of the poller get the same.",
     "scheduler_fire_window_ms": "EventBridge Scheduler docs, 'Schedule types': 'All schedule types on EventBridge "
     "Scheduler invoke their targets with 60 second precision ... between 1:00:00 and 1:00:59' (flexible window "
     "OFF). We model the favourable reading: within 60 s after the schedule's time, never before it.",

@@ -16,6 +16,11 @@ DDB_RRU = 0.125 / 1e6  # 1 RRU = one strongly consistent read up to 4 KB (2 even
 DDB_STREAM_READ_BY_LAMBDA = 0.0
 # SQS standard: per request, each 64 KB chunk of a payload is one request.
 SQS_REQUEST = 0.40 / 1e6
+# SNS standard topic (direct delivery's control topic): per Publish request, each 64 KB chunk of a
+# payload is one request; deliveries to Lambda functions are free.
+SNS_PUBLISH = 0.50 / 1e6
+SNS_CHUNK_BYTES = 65_536
+SNS_DELIVERY_TO_LAMBDA = 0.0
 # Lambda: per request + per GB-second (arm64, first tier).
 LAMBDA_REQUEST = 0.20 / 1e6
 LAMBDA_GB_S_ARM64 = 0.0000133334
@@ -29,6 +34,8 @@ LOGS_PER_GB = 0.50
 SOURCES = {
     "DynamoDB": "aws.amazon.com/dynamodb/pricing/on-demand (2024-11-01 cut: $0.625/M WRU, $0.125/M RRU)",
     "SQS": "aws.amazon.com/sqs/pricing (standard queue, $0.40 per million requests, 64 KB chunks)",
+    "SNS": "aws.amazon.com/sns/pricing (standard topics: $0.50 per million requests, each 64 KB chunk of published "
+    "data a request; deliveries to AWS Lambda: no charge)",
     "Lambda": "aws.amazon.com/lambda/pricing ($0.20 per 1M requests; arm64 $0.0000133334 per GB-s)",
     "EventBridge Scheduler": "aws.amazon.com/eventbridge/pricing ($1.00 per million scheduled invocations)",
     "CloudWatch Logs": "aws.amazon.com/cloudwatch/pricing ($0.50 per GB ingested, standard class)",

@@ -14,6 +14,10 @@ What the simulator models (parameters in :mod:`punctual.bench.models`):
   failed batches retried (from the lowest failed sequence number on partial failure);
 - Lambda: cold starts for new execution environments, reuse while warm, billed duration;
 - AWS call latency, added to the calling handler's virtual time;
+- direct delivery's control topic (SNS): each message published to it (poll requests from the
+  handlers, OnFailure records from Lambda) invokes the poller asynchronously after a delivery
+  latency, with the retries and the OnFailure destination (the topic) of the rule's invocations;
+  no delay queue, no consumer, no idle receives;
 - faults: botocore hooks fail calls (InternalError/ThrottlingException) and crash the
   function right after a call (its effects up to the crash remain).
 """
@@ -35,7 +39,13 @@ from punctual.core.parallel import lanes, run_in_order
 from punctual.core.retry import seed_jitter
 from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 from punctual.event_sources import Invoke, QueueSource, RuleSource, StreamSource, lane_of
-from punctual.lambda_events import InjectedCrash, async_failure_record, stream_failure_record, stream_record
+from punctual.lambda_events import (
+    InjectedCrash,
+    async_failure_record,
+    sns_event,
+    stream_failure_record,
+    stream_record,
+)
 
 from .billing import IDLE_RECEIVE_API, idle_receives
 from .capacity import PartitionCapacity, get_read_units, is_throttled, query_read_units, transact_write_units
@@ -44,11 +54,13 @@ from .cpu import request_cpu_ms, response_cpu_ms, whole_ms
 from .engine import Engine, Process, SimClock
 from .models import Models
 from .outages import Outage, service_outage
+from .prices import SNS_CHUNK_BYTES
 from .scenarios import Scenario, after_recovery_ms
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
 
     from punctual.core.config import Settings
@@ -60,6 +72,12 @@ WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactW
 THROTTLED_PREFIX = "ddb_throttled:"  # counters of requests refused over a partition's limit
 EVENTS_THROTTLED_PREFIX = "events_throttled:"  # counters of rule calls refused over the account's quota
 MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's sizes
+SNS_MAX_MESSAGE_BYTES = 262_144  # SNS Publish's limit (256 KB), the fake's too
+CONTROL_TOPIC = "punctual-control"
+CONTROL_TOPIC_OPS = ("Publish",)  # what an outage of the control topic fails  # direct delivery's control topic (SNS), the poller subscribed to it
+POLLER_ARN = f"arn:aws:lambda:{REGION}:123456789012:function:poller"
+EDITOR_ARN = f"arn:aws:lambda:{REGION}:123456789012:function:editor"
+CONTROL_TOPIC_ARN_FAKE = f"arn:aws:sns:{REGION}:123456789012:{CONTROL_TOPIC}"  # moto makes the same one
 
 
 @dataclass
@@ -159,11 +177,16 @@ class PunctualSim:
 
     @property
     def has_delay_queue(self) -> bool:
-        """A delay queue is deployed (known once set up), with the consumer's event source on it: always
-        in the default mode; in direct delivery the construct keeps it for poll requests and failure
-        notices (docs/architecture.md, "Direct delivery"), unless a run sets ``delay_queue_url`` to ""
-        (the experiment punctual-direct-no-delay-queue: no queue, no consumer, no event source)."""
+        """A delay queue is deployed (known once set up), with the consumer's event source on it: the
+        default mode. Direct delivery deploys none (no consumer, no event source, no idle receives): its
+        control channel is the SNS topic (:attr:`has_control_topic`)."""
         return bool(self.settings.delay_queue_url)
+
+    @property
+    def has_control_topic(self) -> bool:
+        """Direct delivery's control topic is deployed: poll requests and the OnFailure records of the
+        poller and of the editor's stream are published to it, and each invokes the poller."""
+        return bool(self.settings.control_topic_arn)
 
     # ---------------------------------------------------------------- Lambda's event sources
     def _event_sources(self) -> None:
@@ -189,6 +212,13 @@ class PunctualSim:
             initial_concurrency=m.esm_initial_concurrency, scale_per_minute=m.esm_scale_per_minute,
             max_concurrency=m.esm_max_concurrency, lost=lambda msg: msg["MessageId"] in self.lost_message_ids,
             counters=counters)
+        # The control topic's subscription: SNS invokes the poller asynchronously, so Lambda's async rules
+        # apply as to the rule's target (RuleSource.attempt: the same retries within the maximum event age,
+        # then the OnFailure destination). Its retries are counted apart (control_retries).
+        self.control_counters: Counter[str] = Counter()
+        self.topic = RuleSource(
+            self.engine, self._invoker("poller", self._run_poller), make_event=lambda n, minute: {},
+            retry_delays_ms=m.poller_retry_delays_ms, on_failure=self._control_failed, counters=self.control_counters)
 
     def _invoker(self, fn: str, run: Callable[[dict[str, Any], Deps], Any]) -> Invoke:
         """An event source's invoke: ``run(event, deps)`` as an invocation of ``fn`` (a process of the
@@ -198,10 +228,18 @@ class PunctualSim:
 
         return invoke
 
-    @staticmethod
-    def _run_poller(event: dict[str, Any], deps: Deps) -> Any:
+    def _run_poller(self, event: dict[str, Any], deps: Deps) -> Any:
+        """The poller's handler (functions/poller/handler.py): the control topic's event -> serve it,
+        the rule's -> one poll."""
         from punctual.core.usecases.poll import poll
+        from punctual.core.usecases.serve_controls import is_control_event, serve_controls
 
+        if is_control_event(event):
+            self.result.counters["control_invocations"] += 1
+            served = serve_controls(event, deps)
+            if not served.get("controls"):  # not a poll request nor a notice to the core: skipped (logged)
+                self.result.counters["control_unrecognised"] += 1
+            return served
         return poll(deps, event["id"])
 
     @staticmethod
@@ -228,25 +266,60 @@ class PunctualSim:
 
     def _poll_failed(self, event: dict[str, Any], attempt: int, error: BaseException) -> None:
         """After the last attempt, the poller's OnFailure destination (the delay queue, as the
-        construct sets it) gets the invocation record."""
+        construct sets it; in direct delivery the control topic) gets the invocation record."""
         if attempt >= len(self.rule.retry_delays_ms):
-            self._on_failure_destination(async_failure_record(
-                event, f"arn:aws:lambda:{REGION}:123456789012:function:poller", attempt + 1, self.engine.now,
-                str(error)))
+            self._on_failure_destination(async_failure_record(event, POLLER_ARN, attempt + 1, self.engine.now,
+                                                              str(error)))
+
+    def _control_failed(self, event: dict[str, Any], attempt: int, error: BaseException) -> None:
+        """A control topic's invocation of the poller failed (AskAgain, a fault): after its last attempt
+        the OnFailure destination, the topic itself, gets the record: a failure notice, served alike."""
+        if attempt >= len(self.topic.retry_delays_ms):
+            self._on_failure_destination(async_failure_record(event, POLLER_ARN, attempt + 1, self.engine.now,
+                                                              str(error)))
 
     def _stream_gave_up(self, record: dict[str, Any], retries: int) -> None:
         self._on_failure_destination(stream_failure_record(
-            [record], self.table_arn_stream, f"arn:aws:lambda:{REGION}:123456789012:function:editor", retries + 1,
-            self.engine.now))
+            [record], self.table_arn_stream, EDITOR_ARN, retries + 1, self.engine.now))
 
     def _on_failure_destination(self, record: dict[str, Any]) -> None:
         self.result.counters["failure_notices"] += 1
-        if not self.has_delay_queue:  # the destination is the delay queue: none deployed, nothing sent nor billed
+        if self.has_control_topic:  # Lambda publishes it (billed as a Publish: _hook counts it and delivers it)
+            if any(o.covers("Publish", {}, self.engine.now) for o in self.outages):
+                # the topic is out: Lambda cannot deliver the record (it counts DestinationDeliveryFailures)
+                self.result.counters["failure_notices_undelivered"] += 1
+                return
+            message = json.dumps(record)
+            if len(message.encode("utf-8")) > SNS_MAX_MESSAGE_BYTES:
+                # Lambda docs (OnFailure, destinations): "Amazon SNS destinations have a message size limit of
+                # 256 KB. If the combined size of the function request and response payload exceeds the limit,
+                # Lambda will drop the payload when sending OnFailure event to the destination."
+                self.result.counters["failure_notice_payload_dropped"] += 1
+                message = json.dumps({k: v for k, v in record.items()
+                                      if k not in ("requestPayload", "responsePayload")})
+            self.dest_sns.publish(TopicArn=self.settings.control_topic_arn, Message=message)
+            return
+        if not self.has_delay_queue:  # no destination deployed: nothing sent nor billed
             self.result.counters["failure_notices_without_destination"] += 1
             return
         self.result.requests[("lambda-destination", "sqs.SendMessage")] += 1
         self.esm_sqs.send_message(QueueUrl=self.settings.delay_queue_url, MessageBody=json.dumps(record))
         self.queue.schedule(self.engine.now + self._u(self.m.sqs_poll_latency_ms), self.engine.now)
+
+    def _published(self, who: str, params: dict[str, Any], parsed: dict[str, Any]) -> None:
+        """A message published to the control topic: SNS invokes the poller with it (asynchronously) after
+        its delivery latency; deliveries to Lambda are free (punctual.bench.prices)."""
+        if self.backend == "fake":
+            self.aws.take_published()  # delivered from here: the fake keeps nothing
+        kind = "notice" if who == "lambda-destination" else "request"
+        self.result.counters[f"control_published:{kind}"] += 1
+        event = sns_event(params["TopicArn"], params["Message"], parsed["MessageId"], self.engine.now)
+
+        def deliver() -> None:
+            self.result.counters[f"control_delivered:{kind}"] += 1
+            self.topic.attempt(event)
+
+        self.engine.at(self.engine.now + self._u(self.m.sns_delivery_latency_ms), deliver)
 
     def _stream_polled(self, taken: int) -> None:
         self.result.counters["stream_records"] += taken
@@ -325,32 +398,37 @@ class PunctualSim:
                                   visibility_timeout_s=m.delay_visibility_ms // 1000, capacity=capacity)
         delay, delivery, rejected = (f"https://sqs.{REGION}.amazonaws.com/123456789012/punctual-{q}"
                                      for q in ("delay", "delivery", "rejected"))
-        self.settings = self._settings(delay, delivery, rejected)
+        self.settings = self._settings(delay, delivery, rejected, CONTROL_TOPIC_ARN_FAKE)
         aws.op_put_rule(Name=s.rule_name, ScheduleExpression="cron(0 0 1 1 ? 2199)", State="DISABLED")
         self.table_arn_stream = f"arn:aws:dynamodb:{REGION}:123456789012:table/{s.table_name}/stream/bench"
         self.admin_sqs = BenchClient(aws, "sqs")
         self.h_ddb, self.h_sqs, self.h_events = (BenchClient(aws, n) for n in ("dynamodb", "sqs", "events"))
         self.user_ddb = BenchClient(aws, "dynamodb")
         self.esm_sqs = BenchClient(aws, "sqs")
-        for c in (self.h_ddb, self.h_sqs, self.h_events):
+        self.h_sns, self.dest_sns = BenchClient(aws, "sns"), BenchClient(aws, "sns")
+        for c in (self.h_ddb, self.h_sqs, self.h_events, self.h_sns):
             self._hook(c, handler=True)
         self._hook(self.user_ddb, handler=False, actor="user")
         self._hook(self.esm_sqs, handler=False, actor="lambda-sqs-poller")
+        self._hook(self.dest_sns, handler=False, actor="lambda-destination")
 
-    def _settings(self, delay: str, delivery: str, rejected: str) -> Settings:
-        """The handlers' Settings: the queues' URLs, then the run's overrides (``delay_queue_url`` = ""
-        among them: no delay queue deployed, see :attr:`has_delay_queue`)."""
+    def _settings(self, delay: str, delivery: str, rejected: str, topic: str) -> Settings:
+        """The handlers' Settings: the resources the construct deploys for the run's delivery mode (the
+        delay queue in the default mode; in direct delivery the control topic and no delay queue), then
+        the run's overrides."""
         from punctual.core.config import Settings
 
-        return Settings(**{"delay_queue_url": delay, "delivery_queue_url": delivery, "rejected_queue_url": rejected,
-                           **self.overrides})
+        direct = self.overrides.get("delivery") == "direct"
+        return Settings(**{"delay_queue_url": "" if direct else delay, "control_topic_arn": topic if direct else "",
+                           "delivery_queue_url": delivery, "rejected_queue_url": rejected, **self.overrides})
 
     def _handler_deps(self) -> Deps:
         """The handlers' Deps over the recording clients (typed as the boto3 clients they stand in for)."""
         from punctual.core.runtime import Deps
 
         return Deps(settings=self.settings, clock=self.clock, ddb=cast("DynamoDBClient", self.h_ddb),
-                    sqs=cast("SQSClient", self.h_sqs), events=cast("EventBridgeClient", self.h_events))
+                    sqs=cast("SQSClient", self.h_sqs), events=cast("EventBridgeClient", self.h_events),
+                    sns=cast("SNSClient", self.h_sns) if self.has_control_topic else None)
 
     def _setup(self) -> None:
         import boto3
@@ -365,6 +443,7 @@ class PunctualSim:
             return boto3.client(name, region_name=REGION, config=cfg)
 
         admin_ddb, admin_sqs, admin_events = client("dynamodb"), client("sqs"), client("events")
+        topic = client("sns").create_topic(Name=CONTROL_TOPIC)["TopicArn"]
         s = Settings()
         admin_ddb.create_table(
             TableName=s.table_name,
@@ -378,7 +457,7 @@ class PunctualSim:
         delay = admin_sqs.create_queue(QueueName="punctual-delay", Attributes={"VisibilityTimeout": vt})["QueueUrl"]
         delivery = admin_sqs.create_queue(QueueName="punctual-delivery")["QueueUrl"]
         rejected = admin_sqs.create_queue(QueueName="punctual-rejected")["QueueUrl"]
-        self.settings = self._settings(delay, delivery, rejected)
+        self.settings = self._settings(delay, delivery, rejected, topic)
         admin_events.put_rule(Name=s.rule_name, ScheduleExpression="cron(0 0 1 1 ? 2199)", State="DISABLED")
         self.table_arn_stream = admin_ddb.describe_table(TableName=s.table_name)["Table"]["LatestStreamArn"]
         self.admin_sqs = admin_sqs
@@ -388,10 +467,12 @@ class PunctualSim:
         self.user_ddb = client("dynamodb")
         self.esm_sqs = client("sqs")
         self.streams = client("dynamodbstreams")
-        for c in (self.h_ddb, self.h_sqs, self.h_events):
+        self.h_sns, self.dest_sns = client("sns"), client("sns")
+        for c in (self.h_ddb, self.h_sqs, self.h_events, self.h_sns):
             self._hook(c, handler=True)
         self._hook(self.user_ddb, handler=False, actor="user")
         self._hook(self.esm_sqs, handler=False, actor="lambda-sqs-poller")
+        self._hook(self.dest_sns, handler=False, actor="lambda-destination")
         self._hook(self.streams, handler=False, actor="lambda-stream-poller")
         shard = self.streams.describe_stream(StreamArn=self.table_arn_stream)["StreamDescription"]["Shards"][0]
         self.shard_id = shard["ShardId"]
@@ -462,6 +543,11 @@ class PunctualSim:
                 self._observe_sqs(op, params, parsed)
             elif svc == "events" and ok:
                 self._observe_rule(op, params)
+            elif svc == "sns" and ok and op == "Publish":
+                # SNS bills each 64 KB chunk of a message as a request (punctual.bench.prices)
+                chunks = -(-len(str(params.get("Message", "")).encode("utf-8")) // SNS_CHUNK_BYTES)
+                self.result.requests[(who, f"{svc}.{op}")] += max(1, chunks) - 1
+                self._published(who, params, parsed)
             proc = self.engine.current
             if handler and proc is not None and ok:  # parsing the response's rows (punctual.bench.cpu)
                 cpu = self._cpu_ms(proc, response_cpu_ms(f"{svc}.{op}", parsed, self._memory_mb(),
@@ -664,6 +750,15 @@ class PunctualSim:
             self.engine.at(self.engine.now + 3_600_000, self._housekeeping)
 
     # ---------------------------------------------------------------- run
+    def _outage(self, service: str, start_ms: int, end_ms: int) -> Outage:
+        """One of the scenario's outages. Direct delivery has no delay queue: its control channel, the SNS
+        topic, is out in that slot instead (every Publish fails, Lambda's OnFailure records too:
+        :meth:`_on_failure_destination`)."""
+        if service == "delay queue" and self.has_control_topic:
+            return Outage.of(CONTROL_TOPIC_OPS, start_ms, end_ms)
+        queues = {"delay": self.settings.delay_queue_url, "delivery": self.settings.delivery_queue_url}
+        return service_outage(service, start_ms, end_ms, queues)
+
     def _count_outage_lateness(self) -> None:
         """The faults scenario's outages: the worst first delivery measured against the promise
         (scenarios.after_recovery_ms), and how many broke it (over 2 minutes)."""
@@ -697,8 +792,7 @@ class PunctualSim:
                     self._setup_fake()
                 else:
                     self._setup()
-                queues = {"delay": self.settings.delay_queue_url, "delivery": self.settings.delivery_queue_url}
-                self.outages = [service_outage(service, EPOCH_MS + start, EPOCH_MS + end, queues)
+                self.outages = [self._outage(service, EPOCH_MS + start, EPOCH_MS + end)
                                 for service, start, end in self.outage_plan]
                 for i in self.sc.order():
                     self.engine.at(EPOCH_MS + self.sc.inserts[i], partial(self._insert, i))
@@ -712,12 +806,13 @@ class PunctualSim:
         self.result.counters["engine_events"] = self.engine.events_run
         if self.outage_plan:
             self._count_outage_lateness()
-        # Lambda's SQS event source long-polls the idle delay queue: billed receives (punctual.bench.billing);
-        # direct delivery too, as the construct deploys it (its poll requests and failure notices), unless
-        # the run has no delay queue: then no event source, nothing to bill.
+        # Lambda's SQS event source long-polls the idle delay queue: billed receives (punctual.bench.billing).
+        # Direct delivery deploys no delay queue (its control channel, the SNS topic, pushes): nothing to bill.
         if self.has_delay_queue:
             self.result.requests[("lambda-sqs-poller", IDLE_RECEIVE_API)] = idle_receives(
                 self.sc.horizon_ms, self.m.esm_idle_pollers, self.m.esm_idle_wait_s)
+        if self.control_counters["poller_retries"]:
+            self.result.counters["control_retries"] = self.control_counters["poller_retries"]
         self.result.wall_s = _real_elapsed(wall)
         return self.result
 

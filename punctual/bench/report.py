@@ -70,6 +70,7 @@ def summarize(r: RunResult) -> Summary:
         billed[api] += count
     n = max(r.n, 1)
     sqs_requests = sum(c for api, c in billed.items() if api.startswith("sqs."))
+    sns_requests = sum(c for api, c in billed.items() if api.startswith("sns."))  # Publish; deliveries to Lambda free
     gb_s = 0.0
     by_fn: defaultdict[str, float] = defaultdict(float)  # USD, not a count
     for inv in r.invocations:
@@ -82,6 +83,7 @@ def summarize(r: RunResult) -> Summary:
     parts = {
         "DynamoDB": r.ddb_wru * P.DDB_WRU + r.ddb_rru * P.DDB_RRU,
         "SQS": sqs_requests * P.SQS_REQUEST,
+        "SNS": sns_requests * P.SNS_PUBLISH,
         "Lambda": len(r.invocations) * P.LAMBDA_REQUEST + gb_s * P.LAMBDA_GB_S_ARM64,
         "Logs": (r.log_bytes + platform_logs) / 1e9 * P.LOGS_PER_GB,
         "Scheduler": r.counters.get("scheduled_invocations", 0) * P.SCHEDULER_INVOCATION,

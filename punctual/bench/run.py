@@ -25,8 +25,9 @@ from .scenarios import DEFAULT_NAMES, NAMES, build
 
 # Strategies that run Punctual's real handlers, with the Settings each overrides: punctual-direct is
 # the direct delivery mode as the construct deploys it (Settings.delivery = "direct": the poller and
-# the editor send each task to the delivery queue with DelaySeconds; the delay queue and the consumer
-# carry poll requests and failure notices only; docs/benchmark.md, "Direct delivery").
+# the editor send each task to the delivery queue with DelaySeconds; no delay queue, no consumer: poll
+# requests and failure notices go through an SNS control topic to the poller; docs/benchmark.md, "Direct
+# delivery").
 PUNCTUAL_STRATEGIES: dict[str, dict[str, Any]] = {
     "punctual": {}, "punctual-direct": {"delivery": "direct", "lead_seconds": DIRECT_LEAD_SECONDS}}
 STRATEGIES = (*PUNCTUAL_STRATEGIES, "cdk-scheduler", "eventbridge-scheduler")
@@ -36,13 +37,11 @@ SCENARIO_STRATEGIES = {"firehose": tuple(PUNCTUAL_STRATEGIES)}
 # Not run by default: Punctual with one setting changed, to show what it buys (docs/benchmark.md).
 # punctual-wake0: wake_early_ms=0 (DelaySeconds ceiled to the due time itself: the design before
 # the wake-early setting); punctual-per-row: group_span_ms=0 (one delay-queue message per row:
-# the design before groups); punctual-direct-no-delay-queue: direct delivery without the delay queue
-# the construct keeps for poll requests and failure notices (no consumer, no idle receives: what
-# that control channel costs; a poll that cannot arm then has only Lambda's retries).
+# the design before groups). (punctual-direct-no-delay-queue is gone: direct delivery deploys no delay
+# queue now, punctual-direct is that.)
 EXPERIMENTS: dict[str, dict[str, Any]] = {
     "punctual-wake0": {"wake_early_ms": 0},
     "punctual-per-row": {"group_span_ms": 0},
-    "punctual-direct-no-delay-queue": {"delivery": "direct", "lead_seconds": DIRECT_LEAD_SECONDS, "delay_queue_url": ""},
 }
 # SQS delay timers: "on-time" (what AWS documents: visible when DelaySeconds elapse, the default),
 # "early" (a stress reading, an assumption: up to EARLY_READING_MS before), "both" runs every strategy
@@ -69,8 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="firehose only: inserts a second (default 10,000; for 60 s unless --tasks says how many)")
     p.add_argument("--strategy", action="append", choices=STRATEGIES + tuple(EXPERIMENTS),
                    help="default: every strategy but the experiments; punctual-direct is Punctual's direct "
-                        "delivery mode (delivery=direct), punctual-direct-no-delay-queue the same without the "
-                        "delay queue it keeps for poll requests, punctual-wake0 Punctual with wake_early_ms=0, "
+                        "delivery mode (delivery=direct: no delay queue, no consumer, an SNS control topic), "
+                        "punctual-wake0 Punctual with wake_early_ms=0, "
                         "punctual-per-row with group_span_ms=0")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="override a model parameter (see punctual/bench/models.py)")

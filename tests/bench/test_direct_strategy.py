@@ -1,6 +1,7 @@
 """``punctual-direct``: Punctual's direct delivery mode as a strategy of the benchmark. Its deliveries
 are messages sent to the delivery queue with DelaySeconds, delivered when SQS makes them visible; it
-deploys no delay queue and no consumer, so it runs and bills neither."""
+deploys no delay queue and no consumer, so it runs and bills neither: its control channel is an SNS
+topic whose messages (poll requests, Lambda's OnFailure records) invoke the poller."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from punctual.bench import run as bench_run
 from punctual.bench.billing import IDLE_RECEIVE_API
 from punctual.bench.models import Models
-from punctual.bench.punctual_sim import EPOCH_MS, PunctualSim, RunResult
+from punctual.bench.punctual_sim import CONTROL_TOPIC_ARN_FAKE, EPOCH_MS, PunctualSim, RunResult
 from punctual.bench.report import summarize
 from punctual.bench.run import run_scenario
 from punctual.bench.scenarios import Scenario
@@ -88,31 +89,22 @@ def test_the_cli_runs_it_by_default_and_reports_it_beside_punctual(tmp_path, mon
 def idle_week():
     """Quick idle: 3 tasks over 7 days (fake backend, seed 1), Punctual's strategies."""
     return {r.strategy: r for r in run_scenario(
-        "idle", seed=1, quick=True, models=Models(), backend="fake",
-        strategies=("punctual", "punctual-direct", "punctual-direct-no-delay-queue"))}
+        "idle", seed=1, quick=True, models=Models(), backend="fake", strategies=("punctual", "punctual-direct"))}
 
 
-def test_direct_delivers_without_a_consumer_and_bills_the_delay_queue_it_keeps(idle_week):
-    """As the construct deploys it, direct delivery keeps the delay queue and its consumer for poll
-    requests and failure notices: no task goes through them, but the event source's idle long polls
-    are billed as in the default mode."""
-    direct, default = summarize(idle_week["punctual-direct"]), summarize(idle_week["punctual"])
+def test_direct_deploys_no_delay_queue_so_bills_no_idle_receives_and_runs_no_consumer(idle_week):
+    """Direct delivery's control channel is the SNS topic (push): no delay queue, so no event source
+    long-polling it (the default mode's week of idle receives), no consumer, no delay-queue call."""
+    r = idle_week["punctual-direct"]
+    direct, default = summarize(r), summarize(idle_week["punctual"])
     assert direct.delivered == direct.n == 3 and direct.lost == 0 and direct.early == 0
-    assert {inv.fn for inv in idle_week["punctual-direct"].invocations} <= {"poller", "editor"}
+    assert {inv.fn for inv in r.invocations} <= {"poller", "editor"}
     assert "consumer" in {inv.fn for inv in idle_week["punctual"].invocations}
-    assert direct.by_api[IDLE_RECEIVE_API] == default.by_api[IDLE_RECEIVE_API] > 0
-    assert direct.cost_parts["(SQS: idle receives)"] == default.cost_parts["(SQS: idle receives)"] > 1
-
-
-def test_without_the_delay_queue_no_idle_receives_are_billed(idle_week):
-    r = idle_week["punctual-direct-no-delay-queue"]
-    s = summarize(r)
-    assert s.delivered == s.n == 3 and s.lost == 0 and s.early == 0
+    assert default.by_api[IDLE_RECEIVE_API] > 0 and default.cost_parts["(SQS: idle receives)"] > 1
+    assert IDLE_RECEIVE_API not in direct.by_api and direct.cost_parts["(SQS: idle receives)"] == 0
     assert not any(actor == "lambda-sqs-poller" for actor, _ in r.requests)  # no event source at all
-    assert IDLE_RECEIVE_API not in s.by_api and s.cost_parts["(SQS: idle receives)"] == 0
-    with_queue = summarize(idle_week["punctual-direct"])
-    assert with_queue.usd_per_million - s.usd_per_million == pytest.approx(
-        with_queue.cost_parts["(SQS: idle receives)"], rel=0.05)  # what the control channel costs, nearly all
+    assert r.counters["sends_without_delay_queue"] == 0
+    assert direct.usd_per_million < default.usd_per_million / 100
 
 
 def test_direct_sends_each_task_to_the_delivery_queue_and_nothing_through_a_consumer():
@@ -126,21 +118,119 @@ def test_direct_sends_each_task_to_the_delivery_queue_and_nothing_through_a_cons
     assert {inv.fn for inv in r.invocations} <= {"poller", "editor"}
 
 
-@pytest.mark.parametrize(("settings", "deployed"), [
-    ({}, True), ({"delivery": "direct"}, True), ({"delivery": "direct", "delay_queue_url": ""}, False)])
-def test_a_failure_notice_reaches_the_consumer_only_where_a_delay_queue_is_deployed(settings, deployed):
-    """GIVEN a poller invocation whose retries all failed, and a message sent to the delay queue's URL,
-    WHEN the simulator runs on, THEN a consumer runs (and the notice's send is billed) only when a delay
-    queue is deployed: the default mode and direct delivery as the construct deploys it."""
+def _sim(settings: dict) -> PunctualSim:
     sim = PunctualSim(Scenario("t", "", [0], [60_000], 120_000), Models(), seed=1, backend="fake", settings=settings)
     sim._setup_fake()
     sim.frozen = SimpleNamespace(move_to=lambda _: None)
+    return sim
+
+
+def test_direct_settings_name_the_control_topic_and_no_delay_queue():
+    direct, default = _sim({"delivery": "direct"}), _sim({})
+    assert direct.settings.control_topic_arn == CONTROL_TOPIC_ARN_FAKE and direct.settings.delay_queue_url == ""
+    assert direct._handler_deps().sns is direct.h_sns
+    assert default.settings.control_topic_arn == "" and default.settings.delay_queue_url
+    assert default._handler_deps().sns is None  # the default mode asks through the delay queue
+
+
+@pytest.mark.parametrize(("settings", "consumer"), [({}, True), ({"delivery": "direct"}, False)])
+def test_a_failure_notice_goes_to_the_delay_queue_or_in_direct_delivery_to_the_topic(settings, consumer):
+    """GIVEN a poller invocation whose retries all failed, WHEN the simulator runs on, THEN its OnFailure
+    record reaches the consumer through the delay queue (default mode), or, in direct delivery, is
+    published to the control topic (billed as one Publish) and invokes the poller with SNS's event."""
+    sim = _sim(settings)
     sim._poll_failed({"id": "rule-event-1"}, attempt=len(sim.rule.retry_delays_ms), error=RuntimeError("boom"))
-    sim.h_sqs.send_message(QueueUrl=sim.settings.delay_queue_url, MessageBody="{}")
     sim.engine.run(sim.engine.now + 60_000)
 
-    consumers = [inv for inv in sim.result.invocations if inv.fn == "consumer"]
+    c, fns = sim.result.counters, [inv.fn for inv in sim.result.invocations]
+    assert c["failure_notices"] == 1
+    assert ("consumer" in fns) == consumer
+    assert (sim.result.requests[("lambda-destination", "sqs.SendMessage")] == 1) == consumer
+    published = 0 if consumer else 1
+    assert sim.result.requests[("lambda-destination", "sns.Publish")] == published
+    assert c["control_published:notice"] == c["control_delivered:notice"] == c["control_invocations"] == published
+    assert fns.count("poller") == published and c["control_unrecognised"] == 0  # served as a notice
+
+
+def test_a_poll_request_published_by_a_handler_invokes_the_poller_after_the_sns_latency():
+    sim = _sim({"delivery": "direct"})
+    sim.h_sns.publish(TopicArn=sim.settings.control_topic_arn, Message=json.dumps(
+        {"request": "poll", "poll_by_ms": EPOCH_MS + 120_000, "reason": "test"}))
+    assert sim.aws.published == []  # the simulator delivers it: the fake keeps nothing
+    sim.engine.run(sim.engine.now + 60_000)
+    (inv,) = sim.result.invocations
+    lo, hi = Models().sns_delivery_latency_ms
+    assert inv.fn == "poller" and lo <= inv.start_ms <= hi + Models().cold_start_ms[1] and inv.error is None
+    assert sim.result.counters["control_delivered:request"] == 1
+    assert summarize(sim.result).cost_parts["SNS"] == pytest.approx(0.50 / 1e6 * 1e6)  # one Publish, one task
+
+
+def test_a_failing_control_event_is_retried_as_the_rules_then_its_record_goes_back_to_the_topic():
+    """The same async rules as the rule's invocations (RuleSource.attempt): the retries within the
+    maximum event age, then the OnFailure record published to the topic, which invokes the poller."""
+    sim = _sim({"delivery": "direct"})
+    runs: list[dict] = []
+
+    def poller(event, deps):
+        runs.append(event)
+        if len(runs) <= 1 + len(sim.m.poller_retry_delays_ms):
+            raise RuntimeError("AskAgain")
+        return {"controls": 1}
+
+    sim.topic.invoke = sim._invoker("poller", poller)
+    sim.h_sns.publish(TopicArn=sim.settings.control_topic_arn, Message='{"request": "poll"}')
+    sim.engine.run(sim.engine.now + 600_000)
+    first = runs[0]
+    assert runs[:1 + len(sim.m.poller_retry_delays_ms)] == [first] * (1 + len(sim.m.poller_retry_delays_ms))
+    notice = json.loads(runs[-1]["Records"][0]["Sns"]["Message"])
+    assert notice["requestPayload"] == first and notice["requestContext"]["condition"] == "RetriesExhausted"
+    assert sim.control_counters["poller_retries"] == len(sim.m.poller_retry_delays_ms)
     assert sim.result.counters["failure_notices"] == 1
-    assert bool(consumers) == deployed
-    assert (sim.result.requests[("lambda-destination", "sqs.SendMessage")] == 1) == deployed
-    assert sim.result.counters["sends_without_delay_queue"] == (0 if deployed else 1)  # shown, never received
+
+
+def test_an_oversize_failure_record_loses_its_payload_as_lambda_documents():
+    sim = _sim({"delivery": "direct"})
+    sim._control_failed({"Records": [{"Sns": {"Message": "x" * 300_000}}]}, len(sim.topic.retry_delays_ms),
+                        RuntimeError("boom"))
+    assert sim.result.counters["failure_notice_payload_dropped"] == 1
+    assert sim.result.requests[("lambda-destination", "sns.Publish")] == 1
+
+
+@pytest.fixture(scope="module")
+def faults_direct():
+    (r,) = run_scenario("faults", seed=1, quick=True, models=Models(), strategies=("punctual-direct",),
+                        backend="fake")
+    return r
+
+
+def test_faults_in_direct_delivery_send_failure_notices_to_the_topic_and_they_invoke_the_poller(faults_direct):
+    r, c = faults_direct, faults_direct.counters
+    s = summarize(r)
+    assert s.lost == 0 and s.delivered == s.n and s.early == 0
+    assert c["failure_notices"] > 0
+    assert c["control_published:notice"] == c["failure_notices"]
+    assert c["control_delivered:notice"] == c["control_published:notice"]  # each invokes the poller
+    assert c["control_invocations"] >= c["control_delivered:notice"] + c["control_delivered:request"]
+    assert r.requests[("lambda-destination", "sns.Publish")] >= c["failure_notices"]
+    assert {inv.fn for inv in r.invocations} <= {"poller", "editor"}
+    assert IDLE_RECEIVE_API not in s.by_api and not any(api.startswith("sqs.") and api != "sqs.SendMessageBatch"
+                                                        for api in s.by_api)  # only the delivery sends
+    assert c["sends_without_delay_queue"] == 0 and s.cost_parts["SNS"] > 0
+
+
+def test_in_direct_delivery_the_faults_scenarios_delay_queue_outage_is_the_control_topics():
+    """No delay queue to take down: the topic is out in its slot. The handlers' Publish fails, and
+    Lambda's OnFailure record cannot be delivered (counted, not published)."""
+    sim = _sim({"delivery": "direct"})
+    sim.outages = [sim._outage("delay queue", EPOCH_MS, EPOCH_MS + 60_000)]
+    assert _sim({})._outage("delay queue", 0, 1).queue_url  # the default mode: the delay queue's calls
+
+    def poller(event, deps):
+        deps.sns.publish(TopicArn=sim.settings.control_topic_arn, Message="{}")
+
+    sim._invoke("poller", sim.engine.now, lambda deps: poller({}, deps), lambda proc: None)
+    sim.engine.run(sim.engine.now + 1_000)
+    assert isinstance(sim.result.invocations[0].error, str) and sim.result.counters["outage_call_failures"] == 1
+    sim._poll_failed({"id": "rule-event-1"}, attempt=len(sim.rule.retry_delays_ms), error=RuntimeError("boom"))
+    assert sim.result.counters["failure_notices_undelivered"] == 1
+    assert sim.result.requests[("lambda-destination", "sns.Publish")] == 0
