@@ -188,6 +188,14 @@ SCHEDULE_ACTIONS = (
 FENCE_CHECK_ACTIONS = ("dynamodb:ConditionCheckItem",)
 
 
+# Lambda stops a function invoked in a loop through SQS or SNS after about 16 rounds, by default
+# (Lambda developer guide, "Use Lambda recursive loop detection to prevent infinite loops"; boto3
+# issue #3899: a function re-sending to its own delay queue stopped after 16). A poll request asked
+# again while the rule or the table fails is such a loop by design (docs/architecture.md, "When arming
+# fails"): every 20 s, it would be dropped after ~5 minutes of an outage. Each round waits (20 s, or
+# Lambda's retries), and it ends when arming succeeds.
+RECURSION_ALLOWED = {"recursive_loop": lambda_.RecursiveLoop.ALLOW}
+
 class Scheduler(Construct):
     """Precision one-off task scheduler: put a row in :attr:`table`, get an event on :attr:`delivery_queue`.
 
@@ -516,12 +524,16 @@ class Scheduler(Construct):
             retry_attempts=POLLER_RETRY_ATTEMPTS,
             max_event_age=POLLER_MAX_EVENT_AGE,
             on_failure=on_failure,
+            # a poll request asked again goes round the control topic to the poller (direct delivery)
+            **(RECURSION_ALLOWED if direct else {}),
         )
         self.consumer_function: lambda_.Function | None = None
         if not direct:
             self.consumer_function = function(
                 "Consumer", CONSUMER_HANDLER, CONSUMER_TIMEOUT, CONSUMER_MEMORY_MB,
                 "Punctual consumer: delivers each task on its due millisecond",
+                # a poll request asked again 20 s later goes round the delay queue to the consumer
+                **RECURSION_ALLOWED,
             )
         self.editor_function = function(
             "Editor", EDITOR_HANDLER, EDITOR_TIMEOUT, EDITOR_MEMORY_MB,

@@ -42,6 +42,7 @@ from punctual.event_sources import Invoke, QueueSource, RuleSource, StreamSource
 from punctual.lambda_events import (
     InjectedCrash,
     async_failure_record,
+    for_sns_destination,
     sns_event,
     stream_failure_record,
     stream_record,
@@ -72,7 +73,6 @@ WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactW
 THROTTLED_PREFIX = "ddb_throttled:"  # counters of requests refused over a partition's limit
 EVENTS_THROTTLED_PREFIX = "events_throttled:"  # counters of rule calls refused over the account's quota
 MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's sizes
-SNS_MAX_MESSAGE_BYTES = 262_144  # SNS Publish's limit (256 KB), the fake's too
 CONTROL_TOPIC = "punctual-control"
 CONTROL_TOPIC_OPS = ("Publish",)  # what an outage of the control topic fails  # direct delivery's control topic (SNS), the poller subscribed to it
 POLLER_ARN = f"arn:aws:lambda:{REGION}:123456789012:function:poller"
@@ -289,14 +289,10 @@ class PunctualSim:
                 # the topic is out: Lambda cannot deliver the record (it counts DestinationDeliveryFailures)
                 self.result.counters["failure_notices_undelivered"] += 1
                 return
-            message = json.dumps(record)
-            if len(message.encode("utf-8")) > SNS_MAX_MESSAGE_BYTES:
-                # Lambda docs (OnFailure, destinations): "Amazon SNS destinations have a message size limit of
-                # 256 KB. If the combined size of the function request and response payload exceeds the limit,
-                # Lambda will drop the payload when sending OnFailure event to the destination."
+            sent = for_sns_destination(record)  # Lambda drops the payloads past SNS's 256 KB
+            if sent != record:
                 self.result.counters["failure_notice_payload_dropped"] += 1
-                message = json.dumps({k: v for k, v in record.items()
-                                      if k not in ("requestPayload", "responsePayload")})
+            message = json.dumps(sent)
             self.dest_sns.publish(TopicArn=self.settings.control_topic_arn, Message=message)
             return
         if not self.has_delay_queue:  # no destination deployed: nothing sent nor billed

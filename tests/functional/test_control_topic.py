@@ -112,8 +112,27 @@ def test_with_the_rule_failing_the_event_is_retried_and_then_asked_afresh(world)
     assert out["asked_again"].startswith("the rule could not be armed")
     [fresh] = aws.published
     assert json.loads(fresh.message)["request"] == "poll"
-    assert json.loads(fresh.message)["poll_by_ms"] == T0 + 3 * MINUTE_MS  # the notice's publication
+    assert json.loads(fresh.message)["poll_by_ms"] == T0 + 2 * MINUTE_MS  # the chain keeps its first time
     assert len(fresh.message) < 400  # one small message, not the nested record
+
+
+def test_a_chain_for_the_rule_armed_alone_ends_two_minutes_after_its_first_time(world):
+    """The table refusing writes: the rule is armed alone and the request goes round (retries, then
+    asked afresh) until ARMED_ALONE_ASK_AGAIN_MS after the time first wanted, as the consumer's does."""
+    deps, aws = world
+    Faults(deps.ddb).fail("UpdateItem", "InternalError", times=1_000)
+    request_poll(deps, T0, "a poll failed")
+    event = _event(aws)
+    with pytest.raises(AskAgain, match="armed alone"):
+        serve_controls(event, deps)
+    deps.clock.set(T0 + 3 * MINUTE_MS)  # Lambda's 1 + 2 minutes of retries ran out
+    record = async_failure_record(event, POLLER, 3, deps.clock.now_ms(), "AskAgain")
+    deps.sns.publish(TopicArn=TOPIC, Message=json.dumps(for_sns_destination(record)))
+    serve_controls(_event(aws), deps)  # asked afresh, wanted by T0: 3 minutes ago
+    fresh = _event(aws)
+    assert json.loads(fresh["Records"][0]["Sns"]["Message"])["poll_by_ms"] == T0
+    assert serve_controls(fresh, deps) == {"controls": 1, "poll_by_ms": T0}  # done: no AskAgain
+    assert aws.published == []
 
 
 def test_a_message_that_is_no_control_is_logged_and_skipped(world, capsys):

@@ -222,6 +222,18 @@ def test_functions(demo):
         assert props["Environment"]["Variables"]["PUNCTUAL_POLL_LEASE_SECONDS"] == str(int(c.POLLER_TIMEOUT.to_seconds()))
 
 
+def test_only_the_function_a_poll_request_goes_round_to_may_be_invoked_in_a_loop(demo, direct):
+    """Lambda stops a function looping through SQS or SNS after ~16 rounds by default: a poll request
+    asked again during an outage is such a loop by design (the consumer through the delay queue; the
+    poller through the control topic in direct delivery), so those two allow it, and nothing else does."""
+    def allowed(synth):
+        return {fn for fn in synth.scheduler.functions
+                if synth.json["Resources"][synth.logical_id(fn)]["Properties"].get("RecursiveLoop") == "Allow"}
+
+    assert allowed(demo) == {demo.scheduler.consumer_function}
+    assert allowed(direct) == {direct.scheduler.poller_function}
+
+
 def test_log_groups_retention_and_wiring(demo):
     s = demo.scheduler
     groups = demo.resources("AWS::Logs::LogGroup")

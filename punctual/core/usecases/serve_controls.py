@@ -42,14 +42,26 @@ def _published_ms(sns: dict[str, Any], default: int) -> int:
         return default
 
 
-def _retries_ran_out(record: Any) -> bool:
-    """Whether ``record`` is Lambda's OnFailure record for an event of this topic (this function's
-    own retries of a control message ran out), not a poll request or another invocation's notice."""
+def _retried_event(record: Any) -> dict[str, Any] | None:
+    """The event of this topic that ``record`` is Lambda's OnFailure record of (this function's own
+    retries of a control message ran out), or None: a poll request, another invocation's notice."""
     try:
         data = json.loads(record["Sns"]["Message"])
     except (KeyError, TypeError, ValueError):
-        return False
-    return isinstance(data, dict) and is_control_event(data.get("requestPayload"))
+        return None
+    payload = data.get("requestPayload") if isinstance(data, dict) else None
+    return payload if is_control_event(payload) else None
+
+
+def _first_wanted(record: Any, now_ms: int) -> int:
+    """When the request at the root of a chain of retried control events was wanted by: asked afresh,
+    the chain keeps it, so it ends as the consumer's requests asked again do (ARMED_ALONE_ASK_AGAIN_MS)."""
+    wanted = now_ms
+    while (inner := _retried_event(record)) is not None:
+        record = inner["Records"][0]
+        for control in controls_of(inner, now_ms):
+            wanted = control.poll_by_ms if control.poll_by_ms is not None else wanted
+    return wanted
 
 
 def controls_of(event: dict[str, Any], now_ms: int) -> list[Control]:
@@ -88,9 +100,10 @@ def serve_controls(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     by, again = arm_for_controls(deps, controls)
     if again is None:
         return {"controls": len(controls), "poll_by_ms": by}
-    if any(_retries_ran_out(record) for record in event.get("Records") or []):
+    retried = [r for r in event.get("Records") or [] if _retried_event(r) is not None]
+    if retried:
         # Lambda's record of this topic's event nests the event it retried: asked afresh instead, a
-        # chain of them stays one small message (ensure_poll.request_poll)
-        request_poll(deps, now if by is None else by, again)
+        # chain of them stays one small message (ensure_poll.request_poll), wanted by its first time
+        request_poll(deps, min(_first_wanted(r, now) for r in retried), again)
         return {"controls": len(controls), "poll_by_ms": by, "asked_again": again}
     raise AskAgain(again)
