@@ -367,6 +367,11 @@ def _stack_rows(stack: Any, dlq: dict[str, int]) -> list[tuple[str, str]]:
     rows.append(("invocations", ", ".join(f"{name} {f.invocations}" + (f" ({f.errors} errors)" if f.errors else "")
                                           for name, f in fn.items())))
     rows.append(("poller fired by the rule", f"{_fires(stack)}x"))
+    from .local.drivers import SnsDriver
+
+    sns = [d for d in stack.drivers if isinstance(d, SnsDriver)]
+    if sns:  # direct delivery: poll requests and failure notices through the control topic
+        rows.append(("control topic messages", ", ".join(f"{d.messages} -> {d.fn.name}" for d in sns)))
     return rows
 
 

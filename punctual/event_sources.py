@@ -3,9 +3,11 @@
 What AWS does between the resources and the functions, as three state machines:
 
 - :class:`RuleSource`: the EventBridge rule. A one-shot cron fires its target once, some delay
-  into its minute; the target is an asynchronous invocation, retried with the same event after a
-  function error (:data:`~punctual.lambda_events.ASYNC_RETRY_DELAYS_MS`). Arming a minute that has
-  begun is reported (a one-shot cron for it may never fire: invariant 6).
+  into its minute; the target is an asynchronous invocation (:class:`AsyncInvocations`), retried
+  with the same event after a function error (:data:`~punctual.lambda_events.ASYNC_RETRY_DELAYS_MS`).
+  Arming a minute that has begun is reported (a one-shot cron for it may never fire: invariant 6).
+  An SNS topic's lambda subscription (direct delivery's control topic) is the same asynchronous
+  invocation, one per message published (the local stack's ``SnsDriver``).
 - :class:`StreamSource`: the table's stream and the editor's event source mapping. Records go to
   lanes (a stream shard and one of its ParallelizationFactor batch slots, by partition key), one
   batch at a time per lane, in order, through the filter criteria; a failed batch is retried from
@@ -69,8 +71,47 @@ def _zero() -> int:
     return 0
 
 
+# ---------------------------------------------------------------- asynchronous invocations
+class AsyncInvocations:
+    """A function invoked asynchronously (a rule's target, a topic's lambda subscription): each
+    event is one invocation, retried with the same event after a function error, after
+    ``retry_delays_ms`` (Lambda's :data:`~punctual.lambda_events.ASYNC_RETRY_DELAYS_MS`, cut to the
+    function's MaximumRetryAttempts and MaximumEventAgeInSeconds by its driver).
+    ``on_failure(event, attempt, error)``: an attempt failed (0: the first); the last one is
+    ``attempt == len(retry_delays_ms)``, after which Lambda sends the event to the function's
+    OnFailure destination (the driver's part). A retry is counted as ``counters[retry_counter]``."""
+
+    def __init__(self, timeline: Timeline, invoke: Invoke, *, retry_delays_ms: Sequence[int] = ASYNC_RETRY_DELAYS_MS,
+                 on_failure: Callable[[dict[str, Any], int, BaseException], None] | None = None,
+                 counters: Counter[str] | None = None, retry_counter: str = "async_retries"):
+        self.timeline, self.invoke = timeline, invoke
+        self.retry_delays_ms = tuple(retry_delays_ms)
+        self.on_failure, self.retry_counter = on_failure, retry_counter
+        self.counters: Counter[str] = counters if counters is not None else Counter()
+        self.retrying = 0  # retries waiting to run
+
+    def attempt(self, event: dict[str, Any], attempt: int = 0) -> None:
+        """One attempt of the invocation (0: the first); a failure is retried with the same event
+        while the retries last."""
+        def done(_: Any, error: BaseException | None) -> None:
+            if error is None:
+                return
+            if self.on_failure is not None:
+                self.on_failure(event, attempt, error)
+            if attempt < len(self.retry_delays_ms):
+                self.counters[self.retry_counter] += 1
+                self.retrying += 1
+                self.timeline.at(self.timeline.now_ms() + self.retry_delays_ms[attempt], partial(self._retry, event, attempt + 1))
+
+        self.invoke(event, done)
+
+    def _retry(self, event: dict[str, Any], attempt: int) -> None:
+        self.retrying -= 1
+        self.attempt(event, attempt)
+
+
 # ---------------------------------------------------------------- the rule -> the poller
-class RuleSource:
+class RuleSource(AsyncInvocations):
     """One EventBridge rule with a one-shot cron and one asynchronous Lambda target.
 
     ``observe(expression, state)`` is called with the rule's definition whenever it may have
@@ -81,7 +122,7 @@ class RuleSource:
     once (a driver that reads the rule after the fact: the local stack, the tests), False not at
     all (one that sees the PutRule itself: the benchmark counts it as a violation).
     ``on_failure(event, attempt, error)``: an attempt failed (retried while the retries last,
-    counted as ``counters["poller_retries"]``)."""
+    counted as ``counters["poller_retries"]``: :class:`AsyncInvocations`)."""
 
     def __init__(self, timeline: Timeline, invoke: Invoke, *, make_event: Callable[[int, int], dict[str, Any]],
                  fire_delay_ms: Callable[[int], int] = lambda minute: 0,
@@ -89,15 +130,13 @@ class RuleSource:
                  on_begun: Callable[[int], bool] = lambda minute: False,
                  on_failure: Callable[[dict[str, Any], int, BaseException], None] | None = None,
                  counters: Counter[str] | None = None):
-        self.timeline, self.invoke, self.make_event = timeline, invoke, make_event
-        self.fire_delay_ms, self.retry_delays_ms = fire_delay_ms, tuple(retry_delays_ms)
-        self.on_begun, self.on_failure = on_begun, on_failure
-        self.counters: Counter[str] = counters if counters is not None else Counter()
+        super().__init__(timeline, invoke, retry_delays_ms=retry_delays_ms, on_failure=on_failure,
+                         counters=counters, retry_counter="poller_retries")
+        self.make_event, self.fire_delay_ms, self.on_begun = make_event, fire_delay_ms, on_begun
         self.current: tuple[Any, Any] = (None, None)
         self.generation = 0
         self.fired = 0  # firings so far
         self.fired_minutes: set[int] = set()  # a one-shot cron's minute fires once
-        self.retrying = 0  # retries waiting to run
 
     def observe(self, expression: str | None, state: str | None = "ENABLED") -> None:
         if (expression, state) == self.current:
@@ -125,25 +164,6 @@ class RuleSource:
         self.fired_minutes.add(minute)
         self.fired += 1
         self.attempt(self.make_event(self.fired, minute))
-
-    def attempt(self, event: dict[str, Any], attempt: int = 0) -> None:
-        """One attempt of the target's invocation (0: the first); a failure is retried with the
-        same event while the retries last."""
-        def done(_: Any, error: BaseException | None) -> None:
-            if error is None:
-                return
-            if self.on_failure is not None:
-                self.on_failure(event, attempt, error)
-            if attempt < len(self.retry_delays_ms):
-                self.counters["poller_retries"] += 1
-                self.retrying += 1
-                self.timeline.at(self.timeline.now_ms() + self.retry_delays_ms[attempt], partial(self._retry, event, attempt + 1))
-
-        self.invoke(event, done)
-
-    def _retry(self, event: dict[str, Any], attempt: int) -> None:
-        self.retrying -= 1
-        self.attempt(event, attempt)
 
 
 # ---------------------------------------------------------------- the stream -> the editor

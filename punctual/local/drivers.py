@@ -12,6 +12,12 @@ the functions").
   to the DLQ after ``maxReceiveCount`` receives).
 - :class:`StreamDriver`: the Lambda DynamoDB Streams poller. Reads the table's stream through the
   ``dynamodbstreams`` API every ``idle_s`` into a :class:`~punctual.event_sources.StreamSource`.
+- :class:`SnsDriver`: SNS -> Lambda, a topic's lambda subscription (direct delivery's control
+  topic -> the poller): each message published invokes the function asynchronously through an
+  :class:`~punctual.event_sources.AsyncInvocations`, as the rule's target is.
+
+An OnFailure destination (a rule target's or a topic subscriber's EventInvokeConfig, a stream
+mapping's DestinationConfig) is a queue URL or a topic ARN: :func:`send_to_destination`.
 """
 
 from __future__ import annotations
@@ -35,15 +41,39 @@ from punctual.lambda_events import (
     async_failure_record,
     async_retry_delays,
     scheduled_event,
+    sns_event,
     stream_failure_record,
     stream_record,
 )
 
 from .filters import sqs_view
 from .invoke import LocalFunction
-from .provision import Mapping, Queue, Rule, Table
+from .provision import Mapping, Queue, Rule, Subscription, Table
 
 ASYNC_RETRY_DELAYS_S = tuple(ms / 1000 for ms in ASYNC_RETRY_DELAYS_MS)
+
+
+def is_topic_arn(where: str) -> bool:
+    return where.startswith("arn:") and where.split(":")[2:3] == ["sns"]
+
+
+def send_to_destination(sqs: Any, sns: Any, where: str, body: dict[str, Any]) -> None:
+    """Send an invocation record to an OnFailure destination: a topic (by ARN: published, which
+    the topic's subscribers then see) or a queue (by URL)."""
+    if is_topic_arn(where):
+        if sns is None:
+            raise ValueError(f"no SNS client to publish to {where}")
+        sns.publish(TopicArn=where, Message=json.dumps(body))
+    else:
+        sqs.send_message(QueueUrl=where, MessageBody=json.dumps(body))
+
+
+def async_retry_delays_ms(fn: LocalFunction, retry_delays_s: tuple[float, ...]) -> list[int]:
+    """The retries of ``fn``'s failed asynchronous invocation: up to its MaximumRetryAttempts,
+    within its MaximumEventAgeInSeconds."""
+    delays = tuple(int(s * 1000) for s in retry_delays_s[: fn.spec.async_retries])
+    age = fn.spec.async_max_event_age_s
+    return list(delays if age is None else async_retry_delays(age * 1000, delays))
 
 
 class WallClock:
@@ -156,6 +186,31 @@ class Driver(WallClock):
         self.errors += 1
         self.log(self.name.split(":")[0], f"{self.name}: {type(exc).__name__}: {exc}")
 
+    def async_failed(self, fn: LocalFunction, retry_delays_ms: list[int], destinations: dict[str, str],
+                     sqs: Any, sns: Any = None) -> Callable[[dict[str, Any], int, BaseException], None]:
+        """``on_failure`` of an :class:`~punctual.event_sources.AsyncInvocations` of ``fn``: log the
+        failed attempt; after the last, send the invocation record to the function's OnFailure
+        destination (``destinations``: its ARN -> a queue URL or a topic ARN), or drop the event."""
+        tag = self.name.split(":")[0]
+
+        def on_failure(event: dict[str, Any], attempt: int, exc: BaseException) -> None:
+            self.errors += 1
+            if attempt < len(retry_delays_ms):
+                self.log(tag, f"{fn.name} failed ({type(exc).__name__}: {exc}); async retry {attempt + 1} in "
+                              f"{retry_delays_ms[attempt] / 1000:g}s")
+                return
+            dest = destinations.get(fn.spec.async_on_failure_arn or "")
+            self.log(tag, f"{fn.name} failed ({type(exc).__name__}: {exc}); retries exhausted, "
+                          + (f"the event to its OnFailure destination {dest}" if dest else "event dropped"))
+            if dest and sqs is not None:
+                record = async_failure_record(event, fn.spec.arn, attempt + 1, self.now_ms(), str(exc))
+                try:
+                    send_to_destination(sqs, sns, dest, record)
+                except Exception as send_exc:
+                    self.log(tag, f"could not write to the OnFailure destination {dest}: {send_exc}")
+
+        return on_failure
+
     def stopped(self) -> None:
         self.pool.shutdown(wait=False)
 
@@ -164,26 +219,19 @@ class RuleDriver(Driver):
     """Fires the rule's targets when its one-shot cron minute comes (``delay_s`` into the minute,
     or anywhere in it when None). A minute that passed while the local stack was down, or between
     two reads of the rule, fires at once. A failed invocation is retried after
-    ``retry_delays_s``, up to the function's ``async_retries``."""
+    ``retry_delays_s``, up to the function's ``async_retries``, then goes to its OnFailure
+    destination (``destinations``: ARN -> queue URL or topic ARN)."""
 
     def __init__(self, rule: Rule, events: Any, targets: list[LocalFunction], log: Any,
                  delay_s: float | None = 2.0, tick_s: float = 0.25,
                  retry_delays_s: tuple[float, ...] = ASYNC_RETRY_DELAYS_S, sqs: Any = None,
-                 destinations: dict[str, str] | None = None):
+                 destinations: dict[str, str] | None = None, sns: Any = None):
         super().__init__(f"rule:{rule.name}", log, workers=len(targets), period_s=tick_s)
         self.rule, self.events, self.targets = rule, events, targets
         self.delay_s = delay_s
-        self.sqs, self.destinations = sqs, destinations or {}  # queue ARN -> URL (OnFailure destinations)
+        self.sqs, self.sns, self.destinations = sqs, sns, destinations or {}
         self.delays_ms: dict[int, int] = {}  # per minute, the same for every target
-        self.sources = [self._source(fn, self._retry_delays(fn, retry_delays_s)) for fn in targets]
-
-    @staticmethod
-    def _retry_delays(fn: LocalFunction, retry_delays_s: tuple[float, ...]) -> list[int]:
-        """The retries of ``fn``'s failed asynchronous invocation: up to its MaximumRetryAttempts,
-        within its MaximumEventAgeInSeconds."""
-        delays = tuple(int(s * 1000) for s in retry_delays_s[: fn.spec.async_retries])
-        age = fn.spec.async_max_event_age_s
-        return list(delays if age is None else async_retry_delays(age * 1000, delays))
+        self.sources = [self._source(fn, async_retry_delays_ms(fn, retry_delays_s)) for fn in targets]
 
     @property
     def fire_count(self) -> int:
@@ -210,23 +258,72 @@ class RuleDriver(Driver):
                 self.log("rule", "(that minute passed while the local stack was down: fired on start)")
             return scheduled_event(self.rule.arn, minute_ms, f"local-{minute_ms}-{n}")
 
-        def on_failure(event: dict[str, Any], attempt: int, exc: BaseException) -> None:
-            self.errors += 1
-            if attempt < len(retry_delays_ms):
-                self.log("rule", f"{fn.name} failed ({type(exc).__name__}: {exc}); async retry {attempt + 1} in "
-                                 f"{retry_delays_ms[attempt] / 1000:g}s")
-                return
-            dest = self.destinations.get(fn.spec.async_on_failure_arn or "")
-            self.log("rule", f"{fn.name} failed ({type(exc).__name__}: {exc}); retries exhausted, "
-                             + (f"the event to its OnFailure destination {dest}" if dest else "event dropped"))
-            if dest and self.sqs is not None:
-                record = async_failure_record(event, fn.spec.arn, attempt + 1, self.now_ms(), str(exc))
-                self.sqs.send_message(QueueUrl=dest, MessageBody=json.dumps(record))
-
+        on_failure = self.async_failed(fn, retry_delays_ms, self.destinations, self.sqs, self.sns)
         source = es.RuleSource(self, lambda event, done: self.invoke_on_pool(fn, event, done), make_event=make_event,
                             fire_delay_ms=self._delay_ms, retry_delays_ms=retry_delays_ms,
                             on_begun=lambda minute: True, on_failure=on_failure)
         return source
+
+
+class SnsDriver(Driver):
+    """SNS -> Lambda: one ``lambda`` subscription of a topic. Every message published to the
+    topic, by anyone, invokes ``fn`` asynchronously with SNS's event
+    (:func:`~punctual.lambda_events.sns_event`), retried after a function error and then sent to
+    its OnFailure destination as the rule's target is (:class:`~punctual.event_sources.AsyncInvocations`,
+    :meth:`Driver.async_failed`).
+
+    How the publishes are seen: moto's SNS delivers to an ``sqs`` subscription in the server's own
+    process, as part of the Publish call. So the driver makes an internal queue per subscription
+    (``<topic>-to-<function>``, not in the template) and subscribes it to the topic with
+    RawMessageDelivery (the queue message's body is the message as published); it drains that
+    queue every ``idle_s``. Whoever publishes (a function through the endpoint, a driver's
+    OnFailure) goes through moto's Publish: one path. The ``lambda`` subscription itself is not
+    made in moto, whose Publish would invoke moto's own Lambda backend (which has no such
+    function). A message is deleted from the internal queue once read: SNS has handed it to
+    Lambda, whose retries are the driver's (on its timeline; lost if the local stack stops). The
+    event's MessageId is the internal queue message's id (unique per publish, as SNS's) and its
+    Timestamp the queue's SentTimestamp (the publish). SNS's own redrive DLQ
+    (``subscription.dlq_arn``) takes what SNS cannot hand to Lambda (throttled past its
+    retries, a deleted function): never, locally."""
+
+    def __init__(self, subscription: Subscription, topic_name: str, fn: LocalFunction, sns: Any, sqs: Any,
+                 region: str, log: Any, idle_s: float = 0.05,
+                 retry_delays_s: tuple[float, ...] = ASYNC_RETRY_DELAYS_S,
+                 destinations: dict[str, str] | None = None, concurrency: int = 4):
+        limits = [c for c in (concurrency, fn.spec.reserved_concurrency) if c]
+        super().__init__(f"sns:{topic_name}", log, workers=max(1, min(limits)), period_s=idle_s)
+        self.subscription, self.fn, self.sns, self.sqs, self.region = subscription, fn, sns, sqs, region
+        self.topic_arn = subscription.topic_arn
+        self.messages = 0
+        self.queue_url = sqs.create_queue(QueueName=f"{topic_name}-to-{fn.name}"[:80])["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"]
+        sns.subscribe(TopicArn=self.topic_arn, Protocol="sqs", Endpoint=queue_arn,
+                      Attributes={"RawMessageDelivery": "true"})
+        retry_delays_ms = async_retry_delays_ms(fn, retry_delays_s)
+        self.source = es.AsyncInvocations(
+            self, self._invoke, retry_delays_ms=retry_delays_ms, retry_counter="sns_retries",
+            on_failure=self.async_failed(fn, retry_delays_ms, destinations or {}, sqs, sns))
+
+    @property
+    def retrying(self) -> int:
+        return self.source.retrying
+
+    def read(self) -> None:
+        while not self.stopping:
+            msgs = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                            AttributeNames=["SentTimestamp"]).get("Messages", [])
+            if not msgs:
+                return
+            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
+            for m in msgs:
+                self.messages += 1
+                published = int(m.get("Attributes", {}).get("SentTimestamp", self.now_ms()))
+                self.source.attempt(sns_event(self.topic_arn, m["Body"], m["MessageId"], published))
+
+    def _invoke(self, event: dict[str, Any], done: es.Done) -> None:
+        self.invoke_on_pool(self.fn, event, done)
 
 
 class SqsDriver(Driver):
@@ -303,13 +400,13 @@ class StreamDriver(Driver):
     A failed batch is retried from the checkpoint after ``min(5 s, 0.1 s * 2**failures)``."""
 
     def __init__(self, mapping: Mapping, table: Table, fn: LocalFunction, streams: Any, region: str, log: Any,
-                 idle_s: float = 0.05, sqs: Any = None, on_failure_url: str | None = None):
+                 idle_s: float = 0.05, sqs: Any = None, on_failure_url: str | None = None, sns: Any = None):
         if table.stream_arn is None:  # the template's mapping names the table by its stream ARN
             raise ValueError(f"table {table.name} has no stream")
         super().__init__(f"stream:{table.name}", log, workers=1, period_s=idle_s)
         self.stream_arn: str = table.stream_arn
         self.mapping, self.table, self.fn, self.streams, self.region = mapping, table, fn, streams, region
-        self.sqs, self.on_failure_url = sqs, on_failure_url
+        self.sqs, self.sns, self.on_failure_url = sqs, sns, on_failure_url  # a queue URL or a topic ARN
         self.idle_s = idle_s
         self.iterators: dict[str, str | None] = {}
         self.batches = self.records = self.skipped = 0
@@ -373,6 +470,6 @@ class StreamDriver(Driver):
             return
         body = stream_failure_record([record], self.stream_arn, self.fn.spec.arn, retries + 1, self.now_ms())
         try:
-            self.sqs.send_message(QueueUrl=self.on_failure_url, MessageBody=json.dumps(body))
+            send_to_destination(self.sqs, self.sns, self.on_failure_url, body)
         except Exception as exc:
             self.log("stream", f"could not write to the OnFailure destination: {exc}")

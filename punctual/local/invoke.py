@@ -67,13 +67,15 @@ class LocalFunction:
         self.module, self.attr = import_handler(spec.handler)
         self.takes_deps = "deps" in inspect.signature(getattr(self.module, self.attr)).parameters
         self.settings = load_settings(spec.environment)
-        clients = make_clients(endpoint_url, region, max_pool_connections=pool_size(self.settings))
+        clients = make_clients(endpoint_url, region, max_pool_connections=pool_size(self.settings),
+                               sns=bool(self.settings.control_topic_arn))  # as runtime.default_deps
         self.deps = Deps(
             settings=self.settings,
             clock=SystemClock(),
             ddb=clients["dynamodb"],
             sqs=clients["sqs"],
             events=clients["events"],
+            sns=clients.get("sns"),
         )
         self.invocations = 0
         self.errors = 0

@@ -9,7 +9,15 @@ One source of truth: everything the local stack holds comes from the template.
   resolved to the local names, URLs and ARNs), timeout, reserved concurrency. Functions are
   not created in moto: the drivers import and call them in-process.
 - ``AWS::Lambda::EventSourceMapping``: which function reads which queue or stream, batch size,
-  batching window, ``ReportBatchItemFailures``, starting position, retries, bisect, concurrency.
+  batching window, ``ReportBatchItemFailures``, starting position, retries, bisect, concurrency,
+  the OnFailure destination (a queue or a topic ARN).
+- ``AWS::Lambda::EventInvokeConfig``: a function's asynchronous retries, maximum event age and
+  OnFailure destination (a queue or a topic ARN).
+- ``AWS::SNS::Topic``: created in moto by name (``Ref``: its ARN); KMS settings have no local
+  meaning. ``AWS::SNS::Subscription``: an ``sqs`` one is made in moto (moto delivers to SQS);
+  a ``lambda`` one is recorded (:class:`Subscription`: topic -> function, its redrive DLQ) for
+  the local stack's SNS driver to run, not made in moto, whose own Lambda backend has no such
+  function. ``AWS::SNS::TopicPolicy`` has no local behaviour.
 
 Everything else (IAM, KMS, alarms, log groups, policies...) has no local behaviour and is
 counted in ``LocalModel.ignored``. Resources are created on demand while resolving
@@ -34,6 +42,8 @@ RULE_TYPE = "AWS::Events::Rule"
 FUNCTION_TYPE = "AWS::Lambda::Function"
 MAPPING_TYPE = "AWS::Lambda::EventSourceMapping"
 INVOKE_CONFIG_TYPE = "AWS::Lambda::EventInvokeConfig"
+TOPIC_TYPE = "AWS::SNS::Topic"
+SUBSCRIPTION_TYPE = "AWS::SNS::Subscription"
 
 _QUEUE_ATTRS = (
     "DelaySeconds",
@@ -116,12 +126,31 @@ class Mapping:
 
 
 @dataclass
+class Topic:
+    logical_id: str
+    name: str
+    arn: str
+
+
+@dataclass
+class Subscription:
+    """A topic's ``lambda`` subscription: SNS invokes the function asynchronously per message."""
+
+    logical_id: str
+    topic_arn: str
+    function: str  # logical id of the function
+    dlq_arn: str | None = None  # RedrivePolicy: where SNS puts a message it could not hand to Lambda
+
+
+@dataclass
 class LocalModel:
     tables: dict[str, Table] = field(default_factory=dict)
     queues: dict[str, Queue] = field(default_factory=dict)
     rules: dict[str, Rule] = field(default_factory=dict)
     functions: dict[str, Function] = field(default_factory=dict)
     mappings: dict[str, Mapping] = field(default_factory=dict)
+    topics: dict[str, Topic] = field(default_factory=dict)
+    subscriptions: dict[str, Subscription] = field(default_factory=dict)  # lambda ones
     ignored: Counter = field(default_factory=Counter)
 
     def function_for_arn(self, arn: str) -> Function | None:
@@ -161,6 +190,7 @@ class Provisioner:
         self.params: dict[str, Any] = template.get("Parameters", {})
         self.conditions: dict[str, Any] = template.get("Conditions", {})
         self.ddb, self.sqs, self.events = clients["dynamodb"], clients["sqs"], clients["events"]
+        self.sns = clients.get("sns")  # needed only by a template with a topic
         self.region, self.account, self.stack_name = region, account, stack_name
         self.prefix, self.strip = prefix, strip
         self.model = LocalModel()
@@ -193,13 +223,15 @@ class Provisioner:
             QUEUE_TYPE: "QueueName",
             RULE_TYPE: "Name",
             FUNCTION_TYPE: "FunctionName",
+            TOPIC_TYPE: "TopicName",
         }.get(kind)
         name = None
         if explicit and explicit in props:
             name = str(self.resolve(props[explicit]))
         if not name:
             name = local_name(lid, self.prefix, self.strip)
-            if kind == QUEUE_TYPE and str(props.get("FifoQueue", "")).lower() == "true":
+            if kind in (QUEUE_TYPE, TOPIC_TYPE) and str(props.get(
+                    "FifoQueue" if kind == QUEUE_TYPE else "FifoTopic", "")).lower() == "true":
                 name += ".fifo"
         self._names[lid] = name
         return name
@@ -214,6 +246,8 @@ class Provisioner:
             return f"arn:aws:events:{r}:{a}:rule/{name}"
         if kind == FUNCTION_TYPE:
             return f"arn:aws:lambda:{r}:{a}:function:{name}"
+        if kind == TOPIC_TYPE:
+            return f"arn:aws:sns:{r}:{a}:{name}"
         service = kind.split("::")[1].lower() if kind.count("::") == 2 else "unknown"
         return f"arn:aws:{service}:{r}:{a}:local/{lid}"
 
@@ -236,6 +270,9 @@ class Provisioner:
         if kind == QUEUE_TYPE:
             self.ensure(target)
             return self.model.queues[target].url
+        if kind == TOPIC_TYPE:
+            self.ensure(target)
+            return self.model.topics[target].arn
         if kind in TABLE_TYPES or kind in (RULE_TYPE, FUNCTION_TYPE):
             return self.name(target)
         return target
@@ -252,6 +289,10 @@ class Provisioner:
             self.ensure(target)
             q = self.model.queues[target]
             return {"Arn": q.arn, "QueueName": q.name, "QueueUrl": q.url}[attr]
+        if kind == TOPIC_TYPE:
+            self.ensure(target)
+            t = self.model.topics[target]
+            return {"TopicArn": t.arn, "TopicName": t.name}[attr]
         if attr == "Arn":
             return self.arn(target)
         if attr in ("Name", "TableName", "FunctionName"):
@@ -348,6 +389,10 @@ class Provisioner:
                 self._mapping(lid)
             elif kind == INVOKE_CONFIG_TYPE:
                 self._invoke_config(lid)
+            elif kind == TOPIC_TYPE:
+                self._topic(lid)
+            elif kind == SUBSCRIPTION_TYPE:
+                self._subscription(lid)
             else:
                 self.model.ignored[kind] += 1
             self._done.add(lid)
@@ -495,6 +540,39 @@ class Provisioner:
         age = p.get("MaximumEventAgeInSeconds")
         fn.async_max_event_age_s = int(age) if age is not None else None
         fn.async_on_failure_arn = ((p.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
+
+
+    def _topic(self, lid: str) -> None:
+        if self.sns is None:
+            raise TemplateUnsupported(f"{lid}: an SNS topic needs an 'sns' client")
+        p = self.resolve(self._props(lid))
+        name = self.name(lid)
+        # KmsMasterKeyId: no encryption locally; FIFO topics keep their attribute
+        attrs = {k: str(p[k]).lower() if isinstance(p[k], bool) else str(p[k])
+                 for k in ("FifoTopic", "ContentBasedDeduplication", "DisplayName") if k in p}
+        arn = self.sns.create_topic(Name=name, Attributes=attrs)["TopicArn"]
+        self.model.topics[lid] = Topic(lid, name, arn)
+
+    def _subscription(self, lid: str) -> None:
+        p = self.resolve(self._props(lid))
+        protocol, endpoint, topic_arn = str(p.get("Protocol", "")), str(p.get("Endpoint", "")), str(p["TopicArn"])
+        policy = p.get("RedrivePolicy")
+        if isinstance(policy, str):
+            policy = json.loads(policy)
+        dlq_arn = (policy or {}).get("deadLetterTargetArn")
+        if protocol == "lambda":
+            fn_lid = self._function_lid(endpoint)
+            if fn_lid is None:
+                raise TemplateUnsupported(f"{lid}: function {endpoint!r} is not in the template")
+            self.ensure(fn_lid)
+            self.model.subscriptions[lid] = Subscription(lid, topic_arn, fn_lid, dlq_arn)
+        elif protocol == "sqs" and self.sns is not None:
+            attrs = {k: json.dumps(p[k]) if isinstance(p[k], dict) else str(p[k]).lower()
+                     if isinstance(p[k], bool) else str(p[k])
+                     for k in ("RawMessageDelivery", "FilterPolicy", "RedrivePolicy") if k in p}
+            self.sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=endpoint, Attributes=attrs)
+        else:
+            self.model.ignored[f"{SUBSCRIPTION_TYPE} ({protocol or 'no protocol'})"] += 1
 
 
 def _record_age(raw: Any) -> int | None:

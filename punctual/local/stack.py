@@ -20,7 +20,7 @@ from punctual.core.config import META_PK, Settings, load_settings
 from punctual.core.models import ATTR_ENQUEUED_MS
 
 from . import motoperf
-from .drivers import Driver, RuleDriver, SqsDriver, StreamDriver
+from .drivers import ASYNC_RETRY_DELAYS_S, Driver, RuleDriver, SnsDriver, SqsDriver, StreamDriver
 from .invoke import InvokeError, LocalFunction
 from .provision import ACCOUNT, REGION, LocalModel, provision
 from .template import load_template
@@ -72,6 +72,8 @@ class LocalOptions:
     env_overrides: dict[str, str] = field(default_factory=dict)  # applied over every function's template env
     region: str = REGION
     write_files: bool = True  # local.json + pid file in state_dir
+    # Lambda's asynchronous retries (the rule's target, a topic's subscriber); tests shorten them
+    async_retry_delays_s: tuple[float, ...] = ASYNC_RETRY_DELAYS_S
 
 
 class LocalStack:
@@ -128,7 +130,7 @@ class LocalStack:
         urllib.request.urlopen(urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST"),
                                timeout=10).close()
         clients = {name: boto3.client(name, endpoint_url=self.endpoint_url, region_name=o.region)
-                   for name in ("dynamodb", "sqs", "events", "dynamodbstreams")}
+                   for name in ("dynamodb", "sqs", "events", "dynamodbstreams", "sns")}
         self.clients = clients
         self.model = provision(template, clients, region=o.region, account=ACCOUNT)
         for spec in self.model.functions.values():
@@ -152,16 +154,30 @@ class LocalStack:
             self._wrote_files = True
         return self
 
+    def destinations(self) -> dict[str, str]:
+        """Where an OnFailure destination's ARN sends to: a queue's URL, a topic's ARN."""
+        assert self.model is not None
+        return {q.arn: q.url for q in self.model.queues.values()} | {t.arn: t.arn for t in self.model.topics.values()}
+
     def _start_drivers(self) -> None:
         assert self.model is not None
         m, o = self.model, self.opts
+        dests = self.destinations()
+        sqs, sns = self.clients["sqs"], self.clients["sns"]
         for rule in m.rules.values():
             targets = [self.functions[f.logical_id] for arn in rule.target_arns
                        if (f := m.function_for_arn(arn)) is not None and f.logical_id in self.functions]
             if rule.schedule_expression is not None and targets:
                 self.drivers.append(RuleDriver(rule, self.clients["events"], targets, self.log, delay_s=o.rule_delay_s,
-                                               sqs=self.clients["sqs"],
-                                               destinations={q.arn: q.url for q in m.queues.values()}))
+                                               retry_delays_s=o.async_retry_delays_s, sqs=sqs,
+                                               destinations=dests, sns=sns))
+        topics = {t.arn: t for t in m.topics.values()}
+        for sub in m.subscriptions.values():
+            if sub.function not in self.functions or sub.topic_arn not in topics:
+                continue
+            self.drivers.append(SnsDriver(sub, topics[sub.topic_arn].name, self.functions[sub.function], sns, sqs,
+                                          o.region, self.log, retry_delays_s=o.async_retry_delays_s,
+                                          destinations=dests, concurrency=o.sqs_concurrency))
         for mapping in m.mappings.values():
             if not mapping.enabled or mapping.function not in self.functions:
                 continue
@@ -170,10 +186,9 @@ class LocalStack:
                 self.drivers.append(SqsDriver(mapping, m.queues[mapping.source], fn, self.clients["sqs"],
                                               o.region, self.log, concurrency=o.sqs_concurrency))
             else:
-                dest = next((q.url for q in m.queues.values() if q.arn == mapping.on_failure_arn), None)
                 self.drivers.append(StreamDriver(mapping, m.tables[mapping.source], fn,
-                                                 self.clients["dynamodbstreams"], o.region, self.log,
-                                                 sqs=self.clients["sqs"], on_failure_url=dest))
+                                                 self.clients["dynamodbstreams"], o.region, self.log, sqs=sqs,
+                                                 on_failure_url=dests.get(mapping.on_failure_arn or ""), sns=sns))
         for d in self.drivers:
             d.start()
         for d in self.drivers:
@@ -215,7 +230,8 @@ class LocalStack:
 
     # -- what is where ----------------------------------------------------------
     def queue_roles(self) -> dict[str, str]:
-        """Queue URL by role (delay, delivery, rejected, <role>_dlq), plus every other queue by name."""
+        """Queue URL by role (delay, delivery, rejected, <role>_dlq; control_dlq: the control topic
+        subscription's), plus every other queue by name. Direct delivery has no delay queue."""
         assert self.model is not None and self.settings is not None
         s = self.settings
         roles = {"delay": s.delay_queue_url, "delivery": s.delivery_queue_url, "rejected": s.rejected_queue_url}
@@ -226,6 +242,9 @@ class LocalStack:
             q = by_url.get(url)
             if q is not None and q.dlq_arn in by_arn:
                 out[f"{role}_dlq"] = by_arn[q.dlq_arn].url
+        for sub in self.model.subscriptions.values():  # direct delivery: the control topic's redrive DLQ
+            if s.control_topic_arn and sub.topic_arn == s.control_topic_arn and sub.dlq_arn in by_arn:
+                out["control_dlq"] = by_arn[sub.dlq_arn].url
         named = set(out.values())
         for q in self.model.queues.values():
             if q.url not in named:
@@ -245,6 +264,7 @@ class LocalStack:
             "delivery": s.delivery,
             "window_seconds": s.window_seconds,
             "rule": s.rule_name,
+            "control_topic": s.control_topic_arn or None,  # direct delivery's poll requests and failure notices
             "queues": self.queue_roles(),
             "functions": {f.name: f.handler for f in self.model.functions.values()},
             "state_file": str(self.opts.state_file) if self.opts.state_file else None,
@@ -263,6 +283,10 @@ class LocalStack:
             + " its one-shot cron minute)",
         ]
         lines += [f"  queue      {role:<13} {url}" for role, url in d["queues"].items()]
+        for sub in self.model.subscriptions.values():
+            fn = self.model.functions.get(sub.function)
+            lines.append(f"  topic      {sub.topic_arn.rsplit(':', 1)[-1]} -> {fn.name if fn else sub.function}"
+                         + (" (the control topic)" if sub.topic_arn == d["control_topic"] else ""))
         for d_ in self.drivers:
             lines.append(f"  driver     {d_.name}")
         ignored = ", ".join(f"{k if k.startswith('Custom::') else k.split('::')[-1]} ({v})"

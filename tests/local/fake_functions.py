@@ -36,6 +36,16 @@ def poll(deps: Any, token: str | None = None) -> dict[str, Any]:
     return {}
 
 
+def control(event: dict[str, Any], deps: Any) -> dict[str, Any]:
+    """The poller invoked by SNS: a message whose text is in FAIL_IDS fails every attempt."""
+    with _lock:
+        CALLS.append(("sns", event))
+        message = event["Records"][0]["Sns"]["Message"]
+    if message in FAIL_IDS:
+        raise RuntimeError(f"failing on {message}")
+    return {}
+
+
 def handler(event: dict[str, Any], context: Any, deps: Any = None) -> dict[str, Any]:
     """One stand-in for the three functions, as the local stack calls a Punctual handler (with its
     deps): dispatch on the event's source like the real handlers' events differ."""
@@ -43,6 +53,8 @@ def handler(event: dict[str, Any], context: Any, deps: Any = None) -> dict[str, 
     records = event.get("Records")
     if records is None:  # the rule's scheduled event
         return poll(deps, token=event.get("id"))
+    if records and records[0].get("EventSource") == "aws:sns":  # the control topic's
+        return control(event, deps)
     if any(r.get("eventSource") == "aws:dynamodb" for r in records):
         return process_stream(event, deps)
     return consume(event, deps)

@@ -106,3 +106,48 @@ def mini_template(
             },
         },
     }
+
+
+TOPIC = "SchedulerControlTopicC0C0C0C0"
+POLLER = "SchedulerPollerFn12345678"
+
+
+def direct_template(**kw: Any) -> dict[str, Any]:
+    """:func:`mini_template` in direct delivery, as the construct's ``delivery="direct"`` builds it:
+    no delay queue (nor its DLQ), no consumer; a KMS-encrypted control topic the poller is
+    subscribed to (with a redrive DLQ), the topic as the poller's and the stream's OnFailure
+    destination, and ``PUNCTUAL_CONTROL_TOPIC_ARN`` in the poller's and the editor's environment."""
+    t = mini_template(**kw)
+    r = t["Resources"]
+    for lid in ("SchedulerDelayQueue5A6B7C8D", "SchedulerDelayDlq11223344", "SchedulerConsumerFn87654321",
+                "SchedulerConsumerSource0A0B0C0D"):
+        del r[lid]
+    for fn in (POLLER, "SchedulerEditorFnABCDEF12"):
+        env = r[fn]["Properties"]["Environment"]["Variables"] = dict(r[fn]["Properties"]["Environment"]["Variables"])
+        del env[ENV["delay_queue_url"]]
+        env[ENV["control_topic_arn"]] = {"Ref": TOPIC}
+        env[ENV["delivery"]] = "direct"
+    r[TOPIC] = {"Type": "AWS::SNS::Topic",
+                "Properties": {"KmsMasterKeyId": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"},
+                                                                     ":kms:us-east-1:123456789012:alias/aws/sns"]]}}}
+    r["SchedulerControlTopicPolicy5E5E5E5E"] = {
+        "Type": "AWS::SNS::TopicPolicy",
+        "Properties": {"Topics": [{"Ref": TOPIC}], "PolicyDocument": {"Statement": [
+            {"Effect": "Deny", "Principal": "*", "Action": "sns:Publish", "Resource": {"Ref": TOPIC},
+             "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]}}}
+    r["SchedulerControlDlqD1D1D1D1"] = {"Type": "AWS::SQS::Queue", "Properties": {"SqsManagedSseEnabled": True}}
+    r["SchedulerPollerControlSubscription7A7A7A7A"] = {
+        "Type": "AWS::SNS::Subscription",
+        "Properties": {"Protocol": "lambda", "TopicArn": {"Ref": TOPIC}, "Endpoint": _arn(POLLER),
+                       "RedrivePolicy": {"deadLetterTargetArn": _arn("SchedulerControlDlqD1D1D1D1")}}}
+    r["SchedulerPollerControlPermission8B8B8B8B"] = {
+        "Type": "AWS::Lambda::Permission",
+        "Properties": {"Action": "lambda:InvokeFunction", "FunctionName": _arn(POLLER),
+                       "Principal": "sns.amazonaws.com", "SourceArn": {"Ref": TOPIC}}}
+    r["SchedulerPollerInvokeConfig9C9C9C9C"] = {
+        "Type": "AWS::Lambda::EventInvokeConfig",
+        "Properties": {"FunctionName": {"Ref": POLLER}, "Qualifier": "$LATEST", "MaximumRetryAttempts": 2,
+                       "DestinationConfig": {"OnFailure": {"Destination": {"Ref": TOPIC}}}}}
+    r["SchedulerEditorSource1A1B1C1D"]["Properties"]["DestinationConfig"] = {
+        "OnFailure": {"Destination": {"Ref": TOPIC}}}
+    return t
