@@ -562,7 +562,8 @@ class PunctualSim:
 
     def _memory_mb(self, fn: str | None = None) -> int:
         fn = fn or self._actor("?")
-        return self.m.consumer_memory_mb if fn == "consumer" else MEMORY_MB.get(fn, 128)
+        own = {"consumer": self.m.consumer_memory_mb, "poller": self.m.poller_memory_mb}
+        return own.get(fn) or MEMORY_MB.get(fn, 128)
 
     def _cpu_ms(self, proc: Process, ms: float) -> int:
         """The whole ms of client CPU ``proc`` spends now (the fraction is carried to its next call),
