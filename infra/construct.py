@@ -64,6 +64,7 @@ from punctual.deployment import (
     EDITOR_TIMEOUT_S,
     POLLER_MAX_EVENT_AGE_S,
     POLLER_RETRY_ATTEMPTS,
+    POLLER_TIMEOUT_S,
 )
 
 from .bundling import functions_code
@@ -90,7 +91,7 @@ EDITOR_HANDLER = "punctual.functions.editor.handler.handler"
 #   message that failed once comes back before its row is taken for an orphan and resent.
 #   512 MB for a fast cold start, which is lateness.
 # - editor: a stream batch of up to 100 records, a few calls each: 20 s (punctual/deployment.py), 512 MB.
-POLLER_TIMEOUT = Duration.minutes(5)
+POLLER_TIMEOUT = Duration.seconds(POLLER_TIMEOUT_S)
 POLLER_MEMORY_MB = 1024
 POLLER_MAX_EVENT_AGE = Duration.seconds(POLLER_MAX_EVENT_AGE_S)
 CONSUMER_TIMEOUT = Duration.seconds(CONSUMER_TIMEOUT_S)

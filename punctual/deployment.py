@@ -30,4 +30,6 @@ EDITOR_MAX_RECORD_AGE_S = 60
 # consumer arms the next poll, instead of Lambda retrying a throttled event for up to 6 hours, up
 # to 5 minutes apart.
 POLLER_MAX_EVENT_AGE_S = 120
+# The poller's timeout; its poll lease lasts as long (Settings.poll_lease_seconds).
+POLLER_TIMEOUT_S = 300
 POLLER_RETRY_ATTEMPTS = 2

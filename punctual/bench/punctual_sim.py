@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, cast
 from punctual.core.parallel import lanes, run_in_order
 from punctual.core.retry import seed_jitter
 from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
+from punctual.deployment import CONSUMER_TIMEOUT_S, EDITOR_TIMEOUT_S, POLLER_TIMEOUT_S
 from punctual.event_sources import Invoke, QueueSource, RuleSource, StreamSource, lane_of
 from punctual.lambda_events import (
     InjectedCrash,
@@ -73,6 +74,9 @@ WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactW
 THROTTLED_PREFIX = "ddb_throttled:"  # counters of requests refused over a partition's limit
 EVENTS_THROTTLED_PREFIX = "events_throttled:"  # counters of rule calls refused over the account's quota
 MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's sizes
+# The construct's timeouts. The simulator does not stop an invocation at its timeout (nor give the code
+# its deadline): one that ran longer is counted (past_timeout:<fn>), as figures a real run would not give.
+TIMEOUT_S = {"poller": POLLER_TIMEOUT_S, "consumer": CONSUMER_TIMEOUT_S, "editor": EDITOR_TIMEOUT_S}
 CONTROL_TOPIC = "punctual-control"
 CONTROL_TOPIC_OPS = ("Publish",)  # what an outage of the control topic fails  # direct delivery's control topic (SNS), the poller subscribed to it
 POLLER_ARN = f"arn:aws:lambda:{REGION}:123456789012:function:poller"
@@ -661,6 +665,8 @@ class PunctualSim:
         def done(proc: Process) -> None:
             env.free_ms = proc.ended_ms
             self.warm[fn].append(env)
+            if proc.ended_ms - proc.started_ms > TIMEOUT_S.get(fn, 900) * 1000:
+                self.result.counters[f"past_timeout:{fn}"] += 1
             err = None
             if proc.error is not None:
                 err = type(proc.error).__name__

@@ -149,3 +149,19 @@ def test_invariant_7_cost_per_task_in_a_burst():
     assert sends <= 2 * (n / 10) * 1.1  # delay queue + delivery queue, ~10 per call
     deletes = sum(c for (_, api), c in calls.items() if api == "sqs.DeleteMessageBatch")
     assert deletes <= (n / 10) * 1.1
+
+
+def test_an_invocation_longer_than_its_functions_timeout_is_counted():
+    """The simulator lets an invocation run past the construct's timeout (it does not model the
+    kill): such a run is counted, so figures a real deployment could not give are visible."""
+    from punctual.bench.models import Models
+    from punctual.bench.punctual_sim import TIMEOUT_S
+    from punctual.deployment import EDITOR_TIMEOUT_S
+    from tests.bench.sim_support import bare_sim
+
+    assert TIMEOUT_S["editor"] == EDITOR_TIMEOUT_S
+    sim = bare_sim(Models())
+    for ms in (EDITOR_TIMEOUT_S * 1000, EDITOR_TIMEOUT_S * 1000 + 1):
+        sim._invoke("editor", sim.engine.now, lambda _deps, ms=ms: sim.engine.advance(sim.engine.now + ms), lambda proc: None)
+        sim.engine.run(sim.engine.now + 60_000)
+    assert sim.result.counters["past_timeout:editor"] == 1  # the one 1 ms over
