@@ -59,12 +59,10 @@ from punctual.deployment import (
     CONSUMER_TIMEOUT_S,
     DELAY_MAX_RECEIVE_COUNT,
     DELAY_QUEUE_VISIBILITY_S,
-    DIRECT_POLLER_MEMORY_MB,
     EDITOR_MAX_RECORD_AGE_S,
     EDITOR_RETRY_ATTEMPTS,
     EDITOR_TIMEOUT_S,
     POLLER_MAX_EVENT_AGE_S,
-    POLLER_MEMORY_MB,
     POLLER_RETRY_ATTEMPTS,
     POLLER_TIMEOUT_S,
 )
@@ -94,6 +92,7 @@ EDITOR_HANDLER = "punctual.functions.editor.handler.handler"
 #   512 MB for a fast cold start, which is lateness.
 # - editor: a stream batch of up to 100 records, a few calls each: 20 s (punctual/deployment.py), 512 MB.
 POLLER_TIMEOUT = Duration.seconds(POLLER_TIMEOUT_S)
+POLLER_MEMORY_MB = 1024
 POLLER_MAX_EVENT_AGE = Duration.seconds(POLLER_MAX_EVENT_AGE_S)
 CONSUMER_TIMEOUT = Duration.seconds(CONSUMER_TIMEOUT_S)
 CONSUMER_MEMORY_MB = 512
@@ -518,7 +517,7 @@ class Scheduler(Construct):
             on_failure = destinations.SqsDestination(self.delay_queue)
             stream_on_failure = sources.SqsDlq(self.delay_queue)
         self.poller_function = function(
-            "Poller", POLLER_HANDLER, POLLER_TIMEOUT, DIRECT_POLLER_MEMORY_MB if direct else POLLER_MEMORY_MB,
+            "Poller", POLLER_HANDLER, POLLER_TIMEOUT, POLLER_MEMORY_MB,
             "Punctual poller: sends a window of tasks to the delivery queue, re-arms the rule, serves the "
             "control topic" if direct else
             "Punctual poller: sends a window of tasks to the delay queue and re-arms the rule",

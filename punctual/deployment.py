@@ -32,11 +32,4 @@ EDITOR_MAX_RECORD_AGE_S = 60
 POLLER_MAX_EVENT_AGE_S = 120
 # The poller's timeout; its poll lease lasts as long (Settings.poll_lease_seconds).
 POLLER_TIMEOUT_S = 300
-# The poller's memory: 1,024 MB; in direct delivery one vCPU (1,769 MB: Lambda gives a vCPU per
-# 1,769 MB). A direct poll sends a phase's events itself, and each call's DelaySeconds counts from its
-# own clock read, so a phase of 1,000 rows due on one ms is as late as its ~100 calls take: CPU-bound
-# (botocore). Top-of-minute 100,000 (fake, seed 1): p99 519 -> 438 ms, max 630 -> 529 ms, $3.00 -> $3.04
-# per million (docs/benchmark.md, "Direct delivery").
-POLLER_MEMORY_MB = 1024
-DIRECT_POLLER_MEMORY_MB = 1769
 POLLER_RETRY_ATTEMPTS = 2

@@ -86,7 +86,7 @@ class Models:
     # bench/measure_client_cpu.py (punctual/bench/cpu.py), times this factor (0: no CPU model).
     client_cpu_scale: float = 1.0
     consumer_memory_mb: int = 512
-    poller_memory_mb: int | None = None  # None: the construct's for the mode (punctual/deployment.py)
+    poller_memory_mb: int = 1024
     # DynamoDB per-partition-key-value throughput (on for scenarios with throttling=True: firehose),
     # a token bucket holding this much of it; reads and writes are limited independently.
     ddb_partition_wcu_per_s: int = 1_000
@@ -177,8 +177,7 @@ SOURCES: dict[str, str] = {
     "consumer_memory_mb": "The construct's consumer memory (infra/construct.py CONSUMER_MEMORY_MB). Changing it here "
     "models another size: the client CPU scales with it (one vCPU at 1,769 MB) and so does the price of every "
     "ms the consumer runs or waits (Lambda bills GB-s); docs/benchmark.md, 'The consumer's memory and wake-early'.",
-    "poller_memory_mb": "The construct's poller memory (punctual/deployment.py: POLLER_MEMORY_MB, "
-    "DIRECT_POLLER_MEMORY_MB in direct delivery) when None; a size here models another, as consumer_memory_mb.",
+    "poller_memory_mb": "The construct's poller memory (infra/construct.py POLLER_MEMORY_MB), as consumer_memory_mb.",
     "client_cpu_scale": "Measured (bench/measure_client_cpu.py, rerun by anyone; the table and its conditions in "
     "punctual/bench/client_cpu_table.py): time.process_time over 2,000 botocore calls per call type and size "
     "against a local HTTPS server answering canned responses, clients configured as the functions'. Charged to "

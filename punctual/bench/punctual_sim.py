@@ -38,13 +38,7 @@ from typing import TYPE_CHECKING, Any, cast
 from punctual.core.parallel import lanes, run_in_order
 from punctual.core.retry import seed_jitter
 from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
-from punctual.deployment import (
-    CONSUMER_TIMEOUT_S,
-    DIRECT_POLLER_MEMORY_MB,
-    EDITOR_TIMEOUT_S,
-    POLLER_MEMORY_MB,
-    POLLER_TIMEOUT_S,
-)
+from punctual.deployment import CONSUMER_TIMEOUT_S, EDITOR_TIMEOUT_S, POLLER_TIMEOUT_S
 from punctual.event_sources import Invoke, QueueSource, RuleSource, StreamSource, lane_of
 from punctual.lambda_events import (
     InjectedCrash,
@@ -79,7 +73,7 @@ EPOCH_MS = 1_798_761_600_000  # 2027-01-01T00:00:00Z: virtual time starts here
 WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 THROTTLED_PREFIX = "ddb_throttled:"  # counters of requests refused over a partition's limit
 EVENTS_THROTTLED_PREFIX = "events_throttled:"  # counters of rule calls refused over the account's quota
-MEMORY_MB = {"poller": POLLER_MEMORY_MB, "consumer": 512, "editor": 512}  # the construct's sizes
+MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's sizes
 # The construct's timeouts. The simulator does not stop an invocation at its timeout (nor give the code
 # its deadline): one that ran longer is counted (past_timeout:<fn>), as figures a real run would not give.
 TIMEOUT_S = {"poller": POLLER_TIMEOUT_S, "consumer": CONSUMER_TIMEOUT_S, "editor": EDITOR_TIMEOUT_S}
@@ -572,9 +566,8 @@ class PunctualSim:
 
     def _memory_mb(self, fn: str | None = None) -> int:
         fn = fn or self._actor("?")
-        if fn == "poller":
-            return self.m.poller_memory_mb or (DIRECT_POLLER_MEMORY_MB if self.settings.direct else POLLER_MEMORY_MB)
-        return self.m.consumer_memory_mb if fn == "consumer" else MEMORY_MB.get(fn, 128)
+        own = {"consumer": self.m.consumer_memory_mb, "poller": self.m.poller_memory_mb}
+        return own.get(fn) or MEMORY_MB.get(fn, 128)
 
     def _cpu_ms(self, proc: Process, ms: float) -> int:
         """The whole ms of client CPU ``proc`` spends now (the fraction is carried to its next call),

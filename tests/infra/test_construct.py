@@ -234,15 +234,6 @@ def test_only_the_function_a_poll_request_goes_round_to_may_be_invoked_in_a_loop
     assert allowed(direct) == {direct.scheduler.poller_function}
 
 
-def test_the_direct_poller_has_one_vcpu(demo, direct):
-    """A direct poll sends each phase's events itself, as late as its calls take (CPU-bound): 1,769 MB
-    is one vCPU (punctual/deployment.py). The default mode keeps 1,024 MB."""
-    def memory(synth):
-        return synth.json["Resources"][synth.logical_id(synth.scheduler.poller_function)]["Properties"]["MemorySize"]
-
-    assert (memory(demo), memory(direct)) == (1024, 1769)
-
-
 def test_log_groups_retention_and_wiring(demo):
     s = demo.scheduler
     groups = demo.resources("AWS::Logs::LogGroup")
