@@ -36,7 +36,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from punctual.core.parallel import lanes, run_in_order
-from punctual.core.retry import seed_jitter
+from punctual.core.retry import seed_jitter, set_deadline
 from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 from punctual.deployment import CONSUMER_TIMEOUT_S, EDITOR_TIMEOUT_S, POLLER_TIMEOUT_S
 from punctual.event_sources import Invoke, QueueSource, RuleSource, StreamSource, lane_of
@@ -74,8 +74,9 @@ WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactW
 THROTTLED_PREFIX = "ddb_throttled:"  # counters of requests refused over a partition's limit
 EVENTS_THROTTLED_PREFIX = "events_throttled:"  # counters of rule calls refused over the account's quota
 MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's sizes
-# The construct's timeouts. The simulator does not stop an invocation at its timeout (nor give the code
-# its deadline): one that ran longer is counted (past_timeout:<fn>), as figures a real run would not give.
+# The construct's timeouts: each invocation's code gets its deadline, as from Lambda's context (the
+# chunk reserve, the consumer's wait bound act on it). The simulator does not stop an invocation at
+# its timeout: one that ran longer is counted (past_timeout:<fn>), figures a deployment could not give.
 TIMEOUT_S = {"poller": POLLER_TIMEOUT_S, "consumer": CONSUMER_TIMEOUT_S, "editor": EDITOR_TIMEOUT_S}
 CONTROL_TOPIC = "punctual-control"
 CONTROL_TOPIC_OPS = ("Publish",)  # what an outage of the control topic fails  # direct delivery's control topic (SNS), the poller subscribed to it
@@ -681,6 +682,8 @@ class PunctualSim:
             proc = self.engine.current
             assert proc is not None  # the engine runs run() as the current process
             proc.info["fn"] = fn
+            # the invocation's deadline, as the handler sets it from Lambda's context (this thread's own)
+            set_deadline(self.engine.now + TIMEOUT_S.get(fn, 900) * 1000)
             self.running[fn] += 1
             try:
                 return body(env.deps)

@@ -165,3 +165,20 @@ def test_an_invocation_longer_than_its_functions_timeout_is_counted():
         sim._invoke("editor", sim.engine.now, lambda _deps, ms=ms: sim.engine.advance(sim.engine.now + ms), lambda proc: None)
         sim.engine.run(sim.engine.now + 60_000)
     assert sim.result.counters["past_timeout:editor"] == 1  # the one 1 ms over
+
+
+def test_each_simulated_invocation_gets_its_functions_deadline():
+    """As the handler sets it from Lambda's context: the code's own guards (send.CHUNK_RESERVE_MS,
+    the consumer's wait bound) act in the benchmark as they would in a deployment."""
+    from punctual.bench.models import Models
+    from punctual.bench.punctual_sim import TIMEOUT_S
+    from punctual.core.retry import time_left_ms
+    from tests.bench.sim_support import bare_sim
+
+    sim = bare_sim(Models())
+    left: dict[str, int | None] = {}
+    for fn in ("poller", "editor"):
+        sim._invoke(fn, sim.engine.now, lambda deps, fn=fn: left.__setitem__(fn, time_left_ms(deps.clock)),
+                    lambda proc: None)
+        sim.engine.run(sim.engine.now + 1_000)
+    assert left == {"poller": TIMEOUT_S["poller"] * 1000, "editor": TIMEOUT_S["editor"] * 1000}
