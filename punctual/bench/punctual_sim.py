@@ -39,7 +39,7 @@ from punctual.core.parallel import lanes, run_in_order
 from punctual.core.retry import seed_jitter, set_deadline
 from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 from punctual.deployment import CONSUMER_TIMEOUT_S, EDITOR_TIMEOUT_S, POLLER_TIMEOUT_S
-from punctual.event_sources import Invoke, QueueSource, RuleSource, StreamSource, lane_of
+from punctual.event_sources import AsyncInvocations, Invoke, QueueSource, RuleSource, StreamSource, lane_of
 from punctual.lambda_events import (
     InjectedCrash,
     async_failure_record,
@@ -78,8 +78,7 @@ MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's 
 # chunk reserve, the consumer's wait bound act on it). The simulator does not stop an invocation at
 # its timeout: one that ran longer is counted (past_timeout:<fn>), figures a deployment could not give.
 TIMEOUT_S = {"poller": POLLER_TIMEOUT_S, "consumer": CONSUMER_TIMEOUT_S, "editor": EDITOR_TIMEOUT_S}
-CONTROL_TOPIC = "punctual-control"
-CONTROL_TOPIC_OPS = ("Publish",)  # what an outage of the control topic fails  # direct delivery's control topic (SNS), the poller subscribed to it
+CONTROL_TOPIC = "punctual-control"  # direct delivery's control topic (SNS), the poller subscribed to it
 POLLER_ARN = f"arn:aws:lambda:{REGION}:123456789012:function:poller"
 EDITOR_ARN = f"arn:aws:lambda:{REGION}:123456789012:function:editor"
 CONTROL_TOPIC_ARN_FAKE = f"arn:aws:sns:{REGION}:123456789012:{CONTROL_TOPIC}"  # moto makes the same one
@@ -220,10 +219,9 @@ class PunctualSim:
         # The control topic's subscription: SNS invokes the poller asynchronously, so Lambda's async rules
         # apply as to the rule's target (RuleSource.attempt: the same retries within the maximum event age,
         # then the OnFailure destination). Its retries are counted apart (control_retries).
-        self.control_counters: Counter[str] = Counter()
-        self.topic = RuleSource(
-            self.engine, self._invoker("poller", self._run_poller), make_event=lambda n, minute: {},
-            retry_delays_ms=m.poller_retry_delays_ms, on_failure=self._control_failed, counters=self.control_counters)
+        self.topic = AsyncInvocations(
+            self.engine, self._invoker("poller", self._run_poller), retry_delays_ms=m.poller_retry_delays_ms,
+            on_failure=self._poll_failed, counters=counters, retry_counter="control_retries")
 
     def _invoker(self, fn: str, run: Callable[[dict[str, Any], Deps], Any]) -> Invoke:
         """An event source's invoke: ``run(event, deps)`` as an invocation of ``fn`` (a process of the
@@ -270,16 +268,11 @@ class PunctualSim:
         return False
 
     def _poll_failed(self, event: dict[str, Any], attempt: int, error: BaseException) -> None:
-        """After the last attempt, the poller's OnFailure destination (the delay queue, as the
-        construct sets it; in direct delivery the control topic) gets the invocation record."""
-        if attempt >= len(self.rule.retry_delays_ms):
-            self._on_failure_destination(async_failure_record(event, POLLER_ARN, attempt + 1, self.engine.now,
-                                                              str(error)))
-
-    def _control_failed(self, event: dict[str, Any], attempt: int, error: BaseException) -> None:
-        """A control topic's invocation of the poller failed (AskAgain, a fault): after its last attempt
-        the OnFailure destination, the topic itself, gets the record: a failure notice, served alike."""
-        if attempt >= len(self.topic.retry_delays_ms):
+        """An asynchronous invocation of the poller failed (the rule's, or the control topic's: AskAgain,
+        a fault): after its last attempt (the same retries for both), the poller's OnFailure destination
+        (the delay queue, as the construct sets it; in direct delivery the control topic itself: a
+        failure notice, served alike) gets the invocation record."""
+        if attempt >= len(self.m.poller_retry_delays_ms):
             self._on_failure_destination(async_failure_record(event, POLLER_ARN, attempt + 1, self.engine.now,
                                                               str(error)))
 
@@ -761,7 +754,7 @@ class PunctualSim:
         topic, is out in that slot instead (every Publish fails, Lambda's OnFailure records too:
         :meth:`_on_failure_destination`)."""
         if service == "delay queue" and self.has_control_topic:
-            return Outage.of(CONTROL_TOPIC_OPS, start_ms, end_ms)
+            service = "control topic"
         queues = {"delay": self.settings.delay_queue_url, "delivery": self.settings.delivery_queue_url}
         return service_outage(service, start_ms, end_ms, queues)
 
@@ -817,8 +810,6 @@ class PunctualSim:
         if self.has_delay_queue:
             self.result.requests[("lambda-sqs-poller", IDLE_RECEIVE_API)] = idle_receives(
                 self.sc.horizon_ms, self.m.esm_idle_pollers, self.m.esm_idle_wait_s)
-        if self.control_counters["poller_retries"]:
-            self.result.counters["control_retries"] = self.control_counters["poller_retries"]
         self.result.wall_s = _real_elapsed(wall)
         return self.result
 

@@ -184,14 +184,14 @@ def test_a_failing_control_event_is_retried_as_the_rules_then_its_record_goes_ba
     assert runs[:1 + len(sim.m.poller_retry_delays_ms)] == [first] * (1 + len(sim.m.poller_retry_delays_ms))
     notice = json.loads(runs[-1]["Records"][0]["Sns"]["Message"])
     assert notice["requestPayload"] == first and notice["requestContext"]["condition"] == "RetriesExhausted"
-    assert sim.control_counters["poller_retries"] == len(sim.m.poller_retry_delays_ms)
+    assert sim.result.counters["control_retries"] == len(sim.m.poller_retry_delays_ms)
     assert sim.result.counters["failure_notices"] == 1
 
 
 def test_an_oversize_failure_record_loses_its_payload_as_lambda_documents():
     sim = _sim({"delivery": "direct"})
-    sim._control_failed({"Records": [{"Sns": {"Message": "x" * 300_000}}]}, len(sim.topic.retry_delays_ms),
-                        RuntimeError("boom"))
+    sim._poll_failed({"Records": [{"Sns": {"Message": "x" * 300_000}}]}, len(sim.topic.retry_delays_ms),
+                     RuntimeError("boom"))
     assert sim.result.counters["failure_notice_payload_dropped"] == 1
     assert sim.result.requests[("lambda-destination", "sns.Publish")] == 1
 

@@ -350,18 +350,29 @@ def test_editor_event_source(demo):
 
 # ---- IAM: exactly the calls each function makes --------------------------------------------------
 
+LOG_WRITES = ("logs:CreateLogStream", "logs:PutLogEvents")
+
+
+def rule_arn_of(synth) -> dict:
+    """The rule's ARN as the template grants it (built from its name: the functions need it first)."""
+    name = synth.json["Resources"][synth.logical_id(synth.scheduler.rule)]["Properties"]["Name"]
+    return {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":events:", {"Ref": "AWS::Region"}, ":",
+                              {"Ref": "AWS::AccountId"}, f":rule/{name}"]]}
+
+
+def log_group_of(synth, fn) -> dict:
+    return getatt(synth.json["Resources"][synth.logical_id(fn)]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"])
+
 def test_least_privilege(demo):
     s, d = demo.scheduler, demo
     table = getatt(d.logical_id(s.table))
     stream = getatt(d.logical_id(s.table), "StreamArn")
     delay, delivery, rejected = (getatt(d.logical_id(q)) for q in (s.delay_queue, s.delivery_queue, s.rejected_queue))
-    rule_name = d.json["Resources"][d.logical_id(s.rule)]["Properties"]["Name"]
-    rule_arn = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":events:", {"Ref": "AWS::Region"}, ":",
-                                  {"Ref": "AWS::AccountId"}, f":rule/{rule_name}"]]}
-    logs = ("logs:CreateLogStream", "logs:PutLogEvents")
+    rule_arn = rule_arn_of(d)
+    logs = LOG_WRITES
 
     def log_group(fn):
-        return getatt(d.json["Resources"][d.logical_id(fn)]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"])
+        return log_group_of(d, fn)
 
     assert grants(d, s.poller_function.role) == (
         pairs(logs, log_group(s.poller_function))
@@ -884,13 +895,11 @@ def test_direct_least_privilege(direct):
     stream = getatt(d.logical_id(s.table), "StreamArn")
     delivery, rejected = (getatt(d.logical_id(q)) for q in (s.delivery_queue, s.rejected_queue))
     topic = {"Ref": d.logical_id(s.control_topic)}
-    rule_name = d.json["Resources"][d.logical_id(s.rule)]["Properties"]["Name"]
-    rule_arn = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":events:", {"Ref": "AWS::Region"}, ":",
-                                  {"Ref": "AWS::AccountId"}, f":rule/{rule_name}"]]}
-    logs = ("logs:CreateLogStream", "logs:PutLogEvents")
+    rule_arn = rule_arn_of(d)
+    logs = LOG_WRITES
 
     def log_group(fn):
-        return getatt(d.json["Resources"][d.logical_id(fn)]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"])
+        return log_group_of(d, fn)
 
     assert grants(d, s.poller_function.role) == (
         pairs(logs, log_group(s.poller_function))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 CALLS: list[tuple[str, dict[str, Any]]] = []
@@ -58,3 +60,13 @@ def handler(event: dict[str, Any], context: Any, deps: Any = None) -> dict[str, 
     if any(r.get("eventSource") == "aws:dynamodb" for r in records):
         return process_stream(event, deps)
     return consume(event, deps)
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 5.0, step: float = 0.02) -> bool:
+    """Whether ``pred()`` holds within ``timeout`` seconds (the drivers run on their own threads)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return bool(pred())

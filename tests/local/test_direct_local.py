@@ -21,20 +21,12 @@ from punctual.local.drivers import SnsDriver
 from punctual.local.provision import Provisioner
 from punctual.local.stack import free_port
 from tests.local import fake_functions as ff
+from tests.local.fake_functions import wait_for
 from tests.local.templates import POLLER, TOPIC, direct_template
 
 FAKE = "tests.local.fake_functions.handler"
 EDITOR = "SchedulerEditorFnABCDEF12"
 SUBSCRIPTION = "SchedulerPollerControlSubscription7A7A7A7A"
-
-
-def wait_for(pred, timeout=5.0, step=0.02):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 def test_a_direct_template_provisions_the_topic_its_lambda_subscription_and_topic_destinations():

@@ -16,18 +16,10 @@ from punctual.core.cron import floor_minute, one_shot_cron
 from punctual.local import LocalOptions, LocalStack
 from punctual.local.stack import free_port
 from tests.local import fake_functions as ff
+from tests.local.fake_functions import wait_for
 from tests.local.templates import mini_template
 
 FAKE = "tests.local.fake_functions.handler"
-
-
-def wait_for(pred, timeout=5.0, step=0.02):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 @pytest.fixture

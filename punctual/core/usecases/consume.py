@@ -40,7 +40,7 @@ from punctual.core.planning import MAX_EXTRA_WAKE_MS
 from punctual.core.retry import call_with_retry, time_left_ms
 from punctual.core.runtime import Deps
 from punctual.core.usecases.deliver import delete_delivered, finish_deletes, read_rows, send_events
-from punctual.core.usecases.ensure_poll import RETRY_SECONDS, arm_for_controls, request_poll
+from punctual.core.usecases.ensure_poll import RETRY_SECONDS, arm_for_controls, control_metrics, request_poll
 
 
 @dataclass
@@ -151,16 +151,15 @@ def _serve_controls(deps: Deps, report: ConsumeReport) -> None:
 
 def _emit_metrics(deps: Deps, report: ConsumeReport) -> None:
     """The invocation's metrics, in one EMF record (the counts that are zero only when always sent)."""
-    notices = sum(1 for c in report.controls if c.notice)
     values: list[tuple[str, str, float | list[float]]] = [
         (names.LATENESS_MS, "Milliseconds", [ev.lateness_ms for ev in report.delivered]),
         (names.DELIVERED, "Count", len(report.delivered)),
         (names.DROPPED, "Count", report.dropped),
     ]
-    for name, count in ((names.PUT_BACK, report.put_back), (names.POISON_MESSAGES, report.poison),
-                        (names.FUNCTION_FAILURES, notices), (names.POLL_REQUESTS, len(report.controls) - notices)):
+    for name, count in ((names.PUT_BACK, report.put_back), (names.POISON_MESSAGES, report.poison)):
         if count:
             values.append((name, "Count", count))
+    values += control_metrics(report.controls)
     obs.metrics(deps.settings, values, timestamp_ms=deps.clock.now_ms())
 
 

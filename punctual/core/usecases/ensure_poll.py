@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from punctual.core import metrics_names as names
 from punctual.core import observability as obs
 from punctual.core.arming import ArmState, apply_rule, arm_no_later_than, rule_alone_minute, rule_minute, sync_rule
 from punctual.core.consumer_rules import Control
@@ -92,6 +93,14 @@ def request_poll(deps: Deps, by_ms: int | None, reason: str, delay_seconds: int 
 # A poll armed alone (the table failing) is asked for again every RETRY_SECONDS for this long after
 # the time it was wanted by: until the table takes it, or a later failed poll's request takes over.
 ARMED_ALONE_ASK_AGAIN_MS = 120_000
+
+
+def control_metrics(controls: Sequence[Control]) -> list[tuple[str, str, float]]:
+    """The counts of poll requests and failure notices (a notice: a function failed for good, which
+    the FunctionFailures alarm watches), those that are not zero, as EMF values."""
+    notices = sum(1 for c in controls if c.notice)
+    return [(name, "Count", count) for name, count in (
+        (names.FUNCTION_FAILURES, notices), (names.POLL_REQUESTS, len(controls) - notices)) if count]
 
 
 def arm_for_controls(deps: Deps, controls: Sequence[Control]) -> tuple[int | None, str | None]:

@@ -14,14 +14,14 @@ topic: a failure notice, served the same way. Nothing idles: SNS bills the messa
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from punctual.core import metrics_names as names
 from punctual.core import observability as obs
 from punctual.core.consumer_rules import Control, PoisonMessage, parse_control
 from punctual.core.runtime import Deps
-from punctual.core.usecases.ensure_poll import arm_for_controls, request_poll
+from punctual.core.usecases.ensure_poll import arm_for_controls, control_metrics, request_poll
 
 
 class AskAgain(RuntimeError):
@@ -82,7 +82,7 @@ def controls_of(event: dict[str, Any], now_ms: int) -> list[Control]:
             obs.log("ERROR", "poison control message", message_id=mid, reason=str(exc))
             continue
         if control.poll_by_ms is None:
-            control = Control(mid, "", _published_ms(sns, now_ms), control.reason, control.notice, control.given_up)
+            control = replace(control, poll_by_ms=_published_ms(sns, now_ms))
         out.append(control)
     return out
 
@@ -91,10 +91,7 @@ def serve_controls(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
     """Arm one poll for the event's messages; raises :class:`AskAgain` when that must be tried again."""
     now = deps.clock.now_ms()
     controls = controls_of(event, now)
-    notices = sum(1 for c in controls if c.notice)
-    obs.metrics(deps.settings, [(name, "Count", count) for name, count in (
-        (names.FUNCTION_FAILURES, notices), (names.POLL_REQUESTS, len(controls) - notices)) if count],
-        timestamp_ms=now)
+    obs.metrics(deps.settings, control_metrics(controls), timestamp_ms=now)
     if not controls:
         return {"controls": 0}
     by, again = arm_for_controls(deps, controls)
