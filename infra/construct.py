@@ -9,6 +9,10 @@ Names shared with the functions are never spelled twice: environment variables c
 from :data:`punctual.core.config.ENV` (via ``to_environment``), the rule description
 from :data:`punctual.core.config.RULE_DESCRIPTION`, metric names from
 :mod:`punctual.core.metrics_names`.
+
+The constructor reads as a table of contents: the props are checked in one place
+(``infra/_props.py``), then one private builder per resource family makes the resources, in the
+order below; the metrics, alarms and dashboard are the base class's (``infra/_observability.py``).
 """
 
 from __future__ import annotations
@@ -16,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from aws_cdk import Acknowledgment, Annotations, Duration, Names, RemovalPolicy, Stack, Token, Validations
-from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import Acknowledgment, Duration, Names, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -33,27 +36,8 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct, IConstruct
 
-from punctual.core.config import (
-    ATTR_EXPIRES,
-    DIRECT_LEAD_SECONDS,
-    ENV,
-    META_PK,
-    RULE_DESCRIPTION,
-    Settings,
-    to_environment,
-)
+from punctual.core.config import ATTR_EXPIRES, ENV, META_PK, RULE_DESCRIPTION, Settings, to_environment
 from punctual.core.cron import one_shot_cron
-from punctual.core.metrics_names import (
-    DELIVERED,
-    DROPPED,
-    FUNCTION_FAILURES,
-    INSTANCE_DIMENSION,
-    LATENESS_MS,
-    ORPHANS_DEFERRED,
-    POISON_MESSAGES,
-    PUT_BACK,
-    REJECTED_ROWS,
-)
 from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 from punctual.deployment import (
     CONSUMER_TIMEOUT_S,
@@ -67,6 +51,20 @@ from punctual.deployment import (
     POLLER_TIMEOUT_S,
 )
 
+# (the names below moved to ._observability and ._props are re-exported: importable from here as before)
+from ._observability import DEAD_LETTER_WHAT as DEAD_LETTER_WHAT
+from ._observability import DEAD_LETTER_WHAT_DIRECT as DEAD_LETTER_WHAT_DIRECT
+from ._observability import METRIC_PERIOD as METRIC_PERIOD
+from ._observability import SchedulerObservability
+from ._props import DEFAULT_DELAY_QUEUE_AGE_ALARM_THRESHOLD as DEFAULT_DELAY_QUEUE_AGE_ALARM_THRESHOLD
+from ._props import DEFAULT_LATENESS_ALARM_THRESHOLD as DEFAULT_LATENESS_ALARM_THRESHOLD
+from ._props import DEFAULTS as DEFAULTS
+from ._props import DEPRECATED_INT_PROPS as DEPRECATED_INT_PROPS
+from ._props import DURATION_PROPS as DURATION_PROPS
+from ._props import MAX_INSTANCE_NAME as MAX_INSTANCE_NAME
+from ._props import TABLE_KEYS as TABLE_KEYS
+from ._props import TABLE_STREAM_VIEW as TABLE_STREAM_VIEW
+from ._props import validate_props
 from .bundling import functions_code
 
 # The rule is created disabled with this schedule; the functions re-arm it with PutRule.
@@ -108,17 +106,6 @@ EDITOR_PARALLELIZATION = 10
 RULE_TARGET_RETRY_ATTEMPTS = 8
 RULE_TARGET_MAX_EVENT_AGE = Duration.hours(1)
 DLQ_RETENTION = Duration.days(14)
-# What a message in each dead-letter queue is (its alarm's description).
-DEAD_LETTER_WHAT = {
-    "DelayDeadLetterQueue": "pointers the consumer failed 10 times",
-    "DeliveryDeadLetterQueue": "delivered events your consumers failed 5 times",
-    "RuleDeadLetterQueue": "poller invocations EventBridge could not make",
-}
-# In direct delivery the rule DLQ also keeps the control topic's messages SNS could not deliver to the poller.
-DEAD_LETTER_WHAT_DIRECT = {
-    **DEAD_LETTER_WHAT,
-    "RuleDeadLetterQueue": "poller invocations EventBridge or the control topic could not make",
-}
 # The control topic's key when no encryption_key is given: the AWS managed SNS key (cdk-nag SNS2).
 # Its key policy lets any principal of the account use it through SNS, so the functions' roles
 # (Lambda destinations, the stream's OnFailure and request_poll publish as the function) need only
@@ -126,30 +113,6 @@ DEAD_LETTER_WHAT_DIRECT = {
 AWS_MANAGED_SNS_KEY = "alias/aws/sns"
 DELAY_RETENTION = Duration.days(4)  # pointers live <= 15 min + retries; a DLQ keeps the failures
 DELIVERY_RETENTION = Duration.days(14)  # consumers may be down for a long weekend
-# An alarm's dimension value is 1-255 characters (AWS::CloudWatch::Alarm Dimension, CloudFormation
-# reference; PutMetricData allows 1024 and ASCII only, with a non-whitespace character).
-MAX_INSTANCE_NAME = 255
-METRIC_PERIOD = Duration.minutes(5)
-DEFAULTS = Settings()
-DEFAULT_LATENESS_ALARM_THRESHOLD = Duration.seconds(1)
-# The delay queue's oldest message: a pointer waits up to the window (DelaySeconds <= 900 s) before
-# it is visible, then is received at once. SQS does not document whether the age counts the delay;
-# counting it, a healthy queue stays below window + one visibility timeout (900 + 180 s), and a
-# message older than 20 minutes has been retried or is not being received.
-DEFAULT_DELAY_QUEUE_AGE_ALARM_THRESHOLD = Duration.minutes(20)
-# Props that were ints with the unit in the name, kept as deprecated aliases of the Duration props:
-# alias -> (the Duration prop, the alias's unit as a Duration factory name).
-DEPRECATED_INT_PROPS: dict[str, tuple[str, str]] = {
-    "window_seconds": ("window", "seconds"),
-    "lead_seconds": ("lead", "seconds"),
-    "orphan_grace_seconds": ("orphan_grace", "seconds"),
-    "lateness_alarm_threshold_ms": ("lateness_alarm_threshold", "millis"),
-}
-# The props that take a Duration (the local stack's JSON props give them as seconds or ISO-8601).
-DURATION_PROPS = ("window", "lead", "orphan_grace", "lateness_alarm_threshold", "delay_queue_age_alarm_threshold")
-# A brought table (``table=``) must have the key schema and stream view the functions read.
-TABLE_KEYS = (("pk", "HASH"), ("sk", "RANGE"))
-TABLE_STREAM_VIEW = dynamodb.StreamViewType.NEW_AND_OLD_IMAGES
 
 # Exactly the API calls each function makes (handlers + punctual/core store, arming, queues and the use cases).
 # poller: query_below/query_from, read_arm (GetItem), claim/release/arm (UpdateItem), reject_row/delete (DeleteItem).
@@ -197,7 +160,7 @@ FENCE_CHECK_ACTIONS = ("dynamodb:ConditionCheckItem",)
 # Lambda's retries), and it ends when arming succeeds.
 RECURSION_ALLOWED = {"recursive_loop": lambda_.RecursiveLoop.ALLOW}
 
-class Scheduler(Construct):
+class Scheduler(SchedulerObservability):
     """Precision one-off task scheduler: put a row in :attr:`table`, get an event on :attr:`delivery_queue`.
 
     :param partition_key_value: ``pk`` of every task row (cdk-scheduler's ``partitionKeyValue``).
@@ -321,70 +284,61 @@ class Scheduler(Construct):
         lateness_alarm_threshold_ms: int | None = None,
     ) -> None:
         super().__init__(scope, id)
-        aliases = {"window_seconds": window_seconds, "lead_seconds": lead_seconds,
-                   "orphan_grace_seconds": orphan_grace_seconds,
-                   "lateness_alarm_threshold_ms": lateness_alarm_threshold_ms}
-        given = {"window": window, "lead": lead, "orphan_grace": orphan_grace,
-                 "lateness_alarm_threshold": lateness_alarm_threshold}
-        durations = self._durations(given, aliases, delivery)
-        window_seconds = self._whole_seconds("window", durations["window"])
-        lead_seconds = self._whole_seconds("lead", durations["lead"])
-        orphan_grace_seconds = self._whole_seconds("orphan_grace", durations["orphan_grace"])
-        lateness_threshold_ms = durations["lateness_alarm_threshold"].to_milliseconds()
-        delay_age_threshold = delay_queue_age_alarm_threshold or DEFAULT_DELAY_QUEUE_AGE_ALARM_THRESHOLD
-        direct = delivery == "direct"  # (an invalid value is refused by Settings below)
-        if not direct and \
-                delay_age_threshold.to_seconds(integral=False) <= window_seconds + DELAY_QUEUE_VISIBILITY.to_seconds():
-            raise ValueError(
-                f"delay_queue_age_alarm_threshold ({delay_age_threshold.to_human_string()}) must exceed the "
-                f"window ({window_seconds} s) + the delay queue's visibility timeout "
-                f"({DELAY_QUEUE_VISIBILITY.to_seconds()} s): pointers wait up to the window by design"
-            )
-        if instance_name is None:
-            instance_name = Names.unique_resource_name(self, max_length=64, separator="-")
-        if not (instance_name.strip() and instance_name.isascii() and instance_name.isprintable()
-                and len(instance_name) <= MAX_INSTANCE_NAME):
-            raise ValueError(
-                f"instance_name must be 1..{MAX_INSTANCE_NAME} printable ASCII characters, not all blank "
-                f"(a CloudWatch dimension value), got {instance_name!r}"
-            )
-        # Validation is the functions' own: constructing Settings raises the ValueError they would
-        # raise at start-up (window <= 900, window >= lead + 60 hence >= 60, reserved pk, ...).
-        base = Settings(
-            partition_key_value=partition_key_value,
-            shards=shards,
-            window_seconds=window_seconds,
-            lead_seconds=lead_seconds,
-            orphan_grace_seconds=orphan_grace_seconds,
-            max_attempts=max_attempts,
-            # a poll's lease lasts as long as a poll can: its Lambda timeout
-            poll_lease_seconds=int(POLLER_TIMEOUT.to_seconds()),
-            log_payloads=log_payloads,
-            metrics_namespace=metrics_namespace,
-            instance_name=instance_name,
-            event_format=event_format,
-            delivery=delivery,
+        # ---- props: every check, in one place (infra/_props.py) --------------------------------------
+        props = validate_props(
+            self, partition_key_value=partition_key_value, shards=shards, window=window, lead=lead,
+            orphan_grace=orphan_grace, lateness_alarm_threshold=lateness_alarm_threshold,
+            delay_queue_age_alarm_threshold=delay_queue_age_alarm_threshold, max_attempts=max_attempts,
+            log_payloads=log_payloads, metrics_namespace=metrics_namespace, instance_name=instance_name,
+            event_format=event_format, delivery=delivery, table=table,
+            deprecated={"window_seconds": window_seconds, "lead_seconds": lead_seconds,
+                        "orphan_grace_seconds": orphan_grace_seconds,
+                        "lateness_alarm_threshold_ms": lateness_alarm_threshold_ms},
         )
-        if orphan_grace_seconds <= DELAY_QUEUE_VISIBILITY.to_seconds():
-            raise ValueError(
-                f"orphan_grace ({orphan_grace_seconds} s) must exceed the delay queue's visibility "
-                f"timeout ({DELAY_QUEUE_VISIBILITY.to_seconds()} s): a message being retried would be "
-                "taken for lost and resent"
-            )
+        direct = props.settings.direct
         self.partition_key_value = partition_key_value
         self.shards = shards
         # every pk a task may have: the bare value and, sharded, each shard's (core/shards.py)
-        self.partitions: tuple[str, ...] = base.partitions
+        self.partitions: tuple[str, ...] = props.settings.partitions
         self.metrics_namespace = metrics_namespace
-        self.instance_name = instance_name
+        self.instance_name = props.settings.instance_name
         self.encryption_key = encryption_key
         self.log_retention = log_retention
         self.removal_policy = removal_policy
         self.tracing = tracing
-        stack = Stack.of(self)
 
-        # ---- table -------------------------------------------------------------------------
-        self.table: dynamodb.ITable = self._check_table(table) if table is not None else dynamodb.Table(
+        # ---- resources, one builder per family -------------------------------------------------------
+        self.table: dynamodb.ITable = table if table is not None else self._build_table()
+        self.delay_queue, self.delay_dead_letter_queue = (None, None) if direct else self._build_delay_queue()
+        self.delivery_queue, self.dead_letter_queue = self._build_delivery_queue(delivery_queue)
+        # Invariant 3: a malformed row is moved here (reason + the row as DynamoDB JSON).
+        self.rejected_queue = self._queue("RejectedQueue", retention_period=DLQ_RETENTION)
+        # Rule -> poller invocations that failed after every retry.
+        self.rule_dead_letter_queue = self._queue("RuleDeadLetterQueue", retention_period=DLQ_RETENTION)
+        self.control_topic = self._build_control_topic() if direct else None
+        # the rule's name is known before the rule: the poller's environment needs it, while the
+        # rule's target needs the poller (a Ref would be a cycle)
+        rule_name = Names.unique_resource_name(self, max_length=59, separator="-") + "-poll"
+        self.settings = self._function_settings(props.settings, rule_name)
+        self.poller_function, self.consumer_function, self.editor_function = \
+            self._build_functions(architecture, runtime, poller_reserved_concurrency)
+        self.rule = self._build_rule(rule_name)
+        self._connect_event_sources(consumer_max_concurrency)
+        self._grant_permissions(rule_name)
+
+        # ---- observability (infra/_observability.py) -------------------------------------------------
+        self.alarms = self._create_alarms(props.lateness_alarm_threshold_ms,
+                                          props.delay_queue_age_alarm_threshold) if alarms else []
+        self.dashboard = self._create_dashboard() if dashboard else None
+
+        # ---- deployments that reset the rule, compliance ---------------------------------------------
+        self.resync = self._resync_after_rule_changes(rule_name) if resync_on_deploy else None
+        self._acknowledge_nag_findings()
+
+    # ---- table and queues ----------------------------------------------------------------------------
+    def _build_table(self) -> dynamodb.Table:
+        """The task table: on-demand, a stream with new and old images, point-in-time recovery."""
+        return dynamodb.Table(
             self,
             "Table",
             partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
@@ -395,76 +349,72 @@ class Scheduler(Construct):
                 point_in_time_recovery_enabled=True
             ),
             encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED
-            if encryption_key
+            if self.encryption_key
             else dynamodb.TableEncryption.AWS_MANAGED,
-            encryption_key=encryption_key,
-            removal_policy=removal_policy,
+            encryption_key=self.encryption_key,
+            removal_policy=self.removal_policy,
             # the consumer's delivery fences (meta partition) expire a day after their second
             time_to_live_attribute=ATTR_EXPIRES,
         )
 
-        # ---- queues ------------------------------------------------------------------------
-        def queue(cid: str, **kw) -> sqs.Queue:
-            enc = (
-                dict(encryption=sqs.QueueEncryption.KMS, encryption_master_key=encryption_key)
-                if encryption_key
-                else dict(encryption=sqs.QueueEncryption.SQS_MANAGED)
-            )
-            return sqs.Queue(self, cid, enforce_ssl=True, removal_policy=removal_policy, **enc, **kw)
+    def _queue(self, cid: str, **kw) -> sqs.Queue:
+        """A queue of this construct's: SSL only, encrypted (the customer key, else SSE-SQS)."""
+        enc = (
+            dict(encryption=sqs.QueueEncryption.KMS, encryption_master_key=self.encryption_key)
+            if self.encryption_key
+            else dict(encryption=sqs.QueueEncryption.SQS_MANAGED)
+        )
+        return sqs.Queue(self, cid, enforce_ssl=True, removal_policy=self.removal_policy, **enc, **kw)
 
-        # Internal: pointer messages (pk, sk, due) with DelaySeconds; standard (FIFO rejects
-        # per-message delays). Only the functions use it. None in direct delivery.
-        self.delay_dead_letter_queue: sqs.Queue | None = None
-        self.delay_queue: sqs.Queue | None = None
-        if not direct:
-            self.delay_dead_letter_queue = queue("DelayDeadLetterQueue", retention_period=DLQ_RETENTION)
-            self.delay_queue = queue(
-                "DelayQueue",
-                visibility_timeout=DELAY_QUEUE_VISIBILITY,
-                retention_period=DELAY_RETENTION,
-                dead_letter_queue=sqs.DeadLetterQueue(
-                    queue=self.delay_dead_letter_queue, max_receive_count=DELAY_MAX_RECEIVE_COUNT
-                ),
-            )
-        self.dead_letter_queue: sqs.IQueue | None = None
-        if delivery_queue is None:
-            self.dead_letter_queue = queue("DeliveryDeadLetterQueue", retention_period=DLQ_RETENTION)
-            delivery_queue = queue(
-                "DeliveryQueue",
-                # room for a Lambda consumer with a timeout up to 50 s (6x rule)
-                visibility_timeout=Duration.minutes(5),
-                retention_period=DELIVERY_RETENTION,
-                dead_letter_queue=sqs.DeadLetterQueue(
-                    queue=self.dead_letter_queue, max_receive_count=DELIVERY_MAX_RECEIVE_COUNT
-                ),
-            )
-        self.delivery_queue: sqs.IQueue = delivery_queue
-        # Invariant 3: a malformed row is moved here (reason + the row as DynamoDB JSON).
-        self.rejected_queue = queue("RejectedQueue", retention_period=DLQ_RETENTION)
-        # Rule -> poller invocations that failed after every retry.
-        self.rule_dead_letter_queue = queue("RuleDeadLetterQueue", retention_period=DLQ_RETENTION)
-        # The OnFailure destination of the poller's invocations and of the editor's stream is the
-        # delay queue: its consumer arms a poll for the rows behind a failure (docs/architecture.md,
-        # "When arming fails"), logs it and counts it (FunctionFailures, its alarm).
-        # In direct delivery it is the control topic instead, which also carries the poll requests:
-        # the poller is subscribed and serves them the same way (core/usecases/serve_controls.py).
-        # Nothing idles: SNS bills what is published, where an SQS event source long-polls.
-        self.control_topic: sns.Topic | None = None
-        if direct:
-            self.control_topic = sns.Topic(
-                self,
-                "ControlTopic",
-                # encrypted at rest (cdk-nag SNS2): the customer key, else the AWS managed SNS key
-                master_key=encryption_key or kms.Alias.from_alias_name(self, "ControlTopicKey", AWS_MANAGED_SNS_KEY),
-                enforce_ssl=True,
-            )
+    def _build_delay_queue(self) -> tuple[sqs.Queue, sqs.Queue]:
+        """The delay queue and its dead-letter queue. Internal: pointer messages (pk, sk, due) with
+        DelaySeconds; standard (FIFO rejects per-message delays). Only the functions use it."""
+        dead_letters = self._queue("DelayDeadLetterQueue", retention_period=DLQ_RETENTION)
+        queue = self._queue(
+            "DelayQueue",
+            visibility_timeout=DELAY_QUEUE_VISIBILITY,
+            retention_period=DELAY_RETENTION,
+            dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=DELAY_MAX_RECEIVE_COUNT),
+        )
+        return queue, dead_letters
 
-        # ---- the rule (name known before the rule exists: the poller's environment needs it,
-        # while the rule's target needs the poller: a Ref would be a cycle) ------------------
-        rule_name = Names.unique_resource_name(self, max_length=59, separator="-") + "-poll"
-        rule_arn = stack.format_arn(service="events", resource="rule", resource_name=rule_name)
+    def _build_delivery_queue(self, brought: sqs.IQueue | None) -> tuple[sqs.IQueue, sqs.IQueue | None]:
+        """The public delivery queue and its dead-letter queue: the one brought (its dead letters are its
+        owner's), else a new one."""
+        if brought is not None:
+            return brought, None
+        dead_letters = self._queue("DeliveryDeadLetterQueue", retention_period=DLQ_RETENTION)
+        queue = self._queue(
+            "DeliveryQueue",
+            # room for a Lambda consumer with a timeout up to 50 s (6x rule)
+            visibility_timeout=Duration.minutes(5),
+            retention_period=DELIVERY_RETENTION,
+            dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letters, max_receive_count=DELIVERY_MAX_RECEIVE_COUNT),
+        )
+        return queue, dead_letters
 
-        settings = replace(
+    def _build_control_topic(self) -> sns.Topic:
+        """Direct delivery's control topic, served by the poller.
+
+        The OnFailure destination of the poller's invocations and of the editor's stream is the delay
+        queue: its consumer arms a poll for the rows behind a failure (docs/architecture.md, "When
+        arming fails"), logs it and counts it (FunctionFailures, its alarm). In direct delivery it is
+        this topic instead, which also carries the poll requests: the poller is subscribed and serves
+        them the same way (core/usecases/serve_controls.py). Nothing idles: SNS bills what is
+        published, where an SQS event source long-polls.
+        """
+        return sns.Topic(
+            self,
+            "ControlTopic",
+            # encrypted at rest (cdk-nag SNS2): the customer key, else the AWS managed SNS key
+            master_key=self.encryption_key or kms.Alias.from_alias_name(self, "ControlTopicKey", AWS_MANAGED_SNS_KEY),
+            enforce_ssl=True,
+        )
+
+    # ---- functions and the rule ----------------------------------------------------------------------
+    def _function_settings(self, base: Settings, rule_name: str) -> Settings:
+        """The functions' settings: the checked props and the names of the resources."""
+        return replace(
             base,
             table_name=self.table.table_name,
             delay_queue_url=self.delay_queue.queue_url if self.delay_queue is not None else "",
@@ -473,54 +423,29 @@ class Scheduler(Construct):
             rejected_queue_url=self.rejected_queue.queue_url,
             rule_name=rule_name,
         )
-        self.settings = settings
-        environment = to_environment(settings)
+
+    def _build_functions(
+        self, architecture: lambda_.Architecture, runtime: lambda_.Runtime, poller_reserved_concurrency: int | None,
+    ) -> tuple[lambda_.Function, lambda_.Function | None, lambda_.Function]:
+        """The poller, the consumer (None in direct delivery) and the editor, from one asset."""
+        direct = self.control_topic is not None
+        environment = to_environment(self.settings)
         if direct:  # no delay queue: its variable is left out, not set blank (the control topic replaces it)
             del environment[ENV["delay_queue_url"]]
-
-        # ---- functions -----------------------------------------------------------------------
         # wheels fetched now if this synth bundles the stack: a synth that cannot get them stops here
         # with one AssetBuildError instead of failing inside CDK's bundling callback
-        code = functions_code(architecture, runtime, bundle=stack.bundling_required)
-
-        def function(cid: str, handler: str, timeout: Duration, memory_mb: int, description: str, **kw):
-            log_group = logs.LogGroup(self, f"{cid}Logs", retention=log_retention, removal_policy=removal_policy)
-            # Own role instead of AWSLambdaBasicExecutionRole (logs:* on every log group):
-            # writing to this function's log group is all it needs besides the statements below.
-            role = iam.Role(self, f"{cid}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                            description=f"Punctual {cid.lower()} function")
-            log_group.grant_write(role)
-            return lambda_.Function(
-                self,
-                cid,
-                code=code,
-                handler=handler,
-                runtime=runtime,
-                architecture=architecture,
-                timeout=timeout,
-                memory_size=memory_mb,
-                environment=environment,
-                description=description,
-                log_group=log_group,
-                role=role,
-                tracing=tracing,
-                **kw,
-            )
-
-        on_failure: lambda_.IDestination
-        stream_on_failure: lambda_.IEventSourceDlq
-        if self.control_topic is not None:
-            on_failure = destinations.SnsDestination(self.control_topic)
-            stream_on_failure = sources.SnsDlq(self.control_topic)
-        else:
-            assert self.delay_queue is not None
-            on_failure = destinations.SqsDestination(self.delay_queue)
-            stream_on_failure = sources.SqsDlq(self.delay_queue)
-        self.poller_function = function(
+        shared = dict(code=functions_code(architecture, runtime, bundle=Stack.of(self).bundling_required),
+                      runtime=runtime, architecture=architecture, environment=environment)
+        # the poller's failed invocations: to the delay queue (the consumer serves them), in direct delivery
+        # to the control topic (the poller does; _build_control_topic)
+        on_failure: lambda_.IDestination = destinations.SnsDestination(self.control_topic) \
+            if self.control_topic is not None else destinations.SqsDestination(self._delay_queue())
+        poller = self._function(
             "Poller", POLLER_HANDLER, POLLER_TIMEOUT, POLLER_MEMORY_MB,
             "Punctual poller: sends a window of tasks to the delivery queue, re-arms the rule, serves the "
             "control topic" if direct else
             "Punctual poller: sends a window of tasks to the delay queue and re-arms the rule",
+            **shared,
             reserved_concurrent_executions=poller_reserved_concurrency,
             retry_attempts=POLLER_RETRY_ATTEMPTS,
             max_event_age=POLLER_MAX_EVENT_AGE,
@@ -528,20 +453,50 @@ class Scheduler(Construct):
             # a poll request asked again goes round the control topic to the poller (direct delivery)
             **(RECURSION_ALLOWED if direct else {}),
         )
-        self.consumer_function: lambda_.Function | None = None
-        if not direct:
-            self.consumer_function = function(
-                "Consumer", CONSUMER_HANDLER, CONSUMER_TIMEOUT, CONSUMER_MEMORY_MB,
-                "Punctual consumer: delivers each task on its due millisecond",
-                # a poll request asked again 20 s later goes round the delay queue to the consumer
-                **RECURSION_ALLOWED,
-            )
-        self.editor_function = function(
+        consumer = None if direct else self._function(
+            "Consumer", CONSUMER_HANDLER, CONSUMER_TIMEOUT, CONSUMER_MEMORY_MB,
+            "Punctual consumer: delivers each task on its due millisecond",
+            **shared,
+            # a poll request asked again 20 s later goes round the delay queue to the consumer
+            **RECURSION_ALLOWED,
+        )
+        editor = self._function(
             "Editor", EDITOR_HANDLER, EDITOR_TIMEOUT, EDITOR_MEMORY_MB,
             "Punctual editor: fast path for rows due soon, re-arming, rejection of malformed rows",
+            **shared,
+        )
+        return poller, consumer, editor
+
+    def _function(self, cid: str, handler: str, timeout: Duration, memory_mb: int, description: str,
+                  **kw) -> lambda_.Function:
+        """One function with its own log group and role (``kw``: the other ``lambda_.Function`` props)."""
+        log_group = logs.LogGroup(self, f"{cid}Logs", retention=self.log_retention, removal_policy=self.removal_policy)
+        # Own role instead of AWSLambdaBasicExecutionRole (logs:* on every log group):
+        # writing to this function's log group is all it needs besides the statements below.
+        role = iam.Role(self, f"{cid}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                        description=f"Punctual {cid.lower()} function")
+        log_group.grant_write(role)
+        return lambda_.Function(
+            self,
+            cid,
+            handler=handler,
+            timeout=timeout,
+            memory_size=memory_mb,
+            description=description,
+            log_group=log_group,
+            role=role,
+            tracing=self.tracing,
+            **kw,
         )
 
-        self.rule = events.Rule(
+    def _delay_queue(self) -> sqs.Queue:
+        """The delay queue, in the consumer mode (where there is one)."""
+        assert self.delay_queue is not None
+        return self.delay_queue
+
+    def _build_rule(self, rule_name: str) -> events.Rule:
+        """The one rule: created disabled on a placeholder minute; the functions re-arm it with PutRule."""
+        return events.Rule(
             self,
             "Rule",
             rule_name=rule_name,
@@ -558,23 +513,28 @@ class Scheduler(Construct):
             ],
         )
 
-        # ---- event sources -----------------------------------------------------------------
-        if self.consumer_function is not None and self.delay_queue is not None:
-            self.consumer_function.add_event_source(
-                sources.SqsEventSource(
-                    self.delay_queue,
-                    batch_size=10,
-                    max_batching_window=Duration.seconds(0),  # never hold a due message back
-                    report_batch_item_failures=True,
-                    max_concurrency=consumer_max_concurrency,
-                )
-            )
+    def _connect_event_sources(self, consumer_max_concurrency: int | None) -> None:
+        """The delay queue to the consumer (or the control topic to the poller), the stream to the editor."""
+        stream_on_failure: lambda_.IEventSourceDlq
         if self.control_topic is not None:
             # A message SNS cannot deliver to the poller (after its delivery retries) is kept in the
             # rule DLQ (alarmed), not lost: the same queue as the rule's poller invocations.
             self.control_topic.add_subscription(
                 subscriptions.LambdaSubscription(self.poller_function, dead_letter_queue=self.rule_dead_letter_queue)
             )
+            stream_on_failure = sources.SnsDlq(self.control_topic)
+        else:
+            assert self.consumer_function is not None
+            self.consumer_function.add_event_source(
+                sources.SqsEventSource(
+                    self._delay_queue(),
+                    batch_size=10,
+                    max_batching_window=Duration.seconds(0),  # never hold a due message back
+                    report_batch_item_failures=True,
+                    max_concurrency=consumer_max_concurrency,
+                )
+            )
+            stream_on_failure = sources.SqsDlq(self._delay_queue())
         self.editor_function.add_event_source(
             sources.DynamoEventSource(
                 self.table,
@@ -593,72 +553,79 @@ class Scheduler(Construct):
             )
         )
 
-        # ---- least privilege -----------------------------------------------------------------
+    # ---- least privilege -----------------------------------------------------------------------------
+    def _grant_permissions(self, rule_name: str) -> None:
+        """Exactly the calls each function makes (the ``*_ACTIONS`` above), then the keys' uses."""
+        rule_arn = Stack.of(self).format_arn(service="events", resource="rule", resource_name=rule_name)
         table_arn = self.table.table_arn
         self._allow(self.poller_function, POLLER_TABLE_ACTIONS, [table_arn])
         self._allow(self.editor_function, EDITOR_TABLE_ACTIONS, [table_arn])
-        if self.delay_queue is not None and self.consumer_function is not None:
-            self._allow(self.poller_function, SEND_ACTIONS,
-                        [self.delay_queue.queue_arn, self.rejected_queue.queue_arn])
-            self._allow(self.poller_function, RULE_ACTIONS, [rule_arn])
-            self._allow(self.poller_function, BACKLOG_ACTIONS, [self.delay_queue.queue_arn])
-
-            self._allow(self.consumer_function, CONSUMER_TABLE_ACTIONS, [table_arn])
-            # the delay queue: copies of pointers retried later, poll requests asked again
-            self._allow(self.consumer_function, SEND_ACTIONS,
-                        [self.delivery_queue.queue_arn, self.rejected_queue.queue_arn, self.delay_queue.queue_arn])
-            self._allow(self.consumer_function, RULE_ACTIONS, [rule_arn])  # arming a poll asked for
-            # ChangeMessageVisibility on the delay queue (putting back an early message) is part of
-            # what the SQS event source grants (Receive/Delete/ChangeMessageVisibility/GetQueueAttributes).
-
-            self._allow(self.editor_function, SEND_ACTIONS, [self.delay_queue.queue_arn, self.rejected_queue.queue_arn])
-            self._allow(self.editor_function, RULE_ACTIONS, [rule_arn])
+        if self.control_topic is None:
+            self._grant_consumer_mode(rule_arn, table_arn)
         else:
-            # The poller and the editor send the events themselves, and rejections; they ask for polls
-            # on the control topic (its OnFailure destinations also grant sns:Publish, and encrypt
-            # rights on a customer key). No delay queue: no backlog to read (usecases/poll.py).
-            assert self.control_topic is not None
-            for fn in (self.poller_function, self.editor_function):
-                self._allow(fn, SEND_ACTIONS, [self.delivery_queue.queue_arn, self.rejected_queue.queue_arn])
-                self._allow(fn, RULE_ACTIONS, [rule_arn])
-                self._allow(fn, PUBLISH_ACTIONS, [self.control_topic.topic_arn])
+            self._grant_direct_mode(rule_arn, self.control_topic)
+        self._grant_keys()
 
-        if encryption_key is not None:
+    def _grant_consumer_mode(self, rule_arn: str, table_arn: str) -> None:
+        delay_queue, consumer = self._delay_queue(), self.consumer_function
+        assert consumer is not None
+        self._allow(self.poller_function, SEND_ACTIONS, [delay_queue.queue_arn, self.rejected_queue.queue_arn])
+        self._allow(self.poller_function, RULE_ACTIONS, [rule_arn])
+        self._allow(self.poller_function, BACKLOG_ACTIONS, [delay_queue.queue_arn])
+
+        self._allow(consumer, CONSUMER_TABLE_ACTIONS, [table_arn])
+        # the delay queue: copies of pointers retried later, poll requests asked again
+        self._allow(consumer, SEND_ACTIONS,
+                    [self.delivery_queue.queue_arn, self.rejected_queue.queue_arn, delay_queue.queue_arn])
+        self._allow(consumer, RULE_ACTIONS, [rule_arn])  # arming a poll asked for
+        # ChangeMessageVisibility on the delay queue (putting back an early message) is part of
+        # what the SQS event source grants (Receive/Delete/ChangeMessageVisibility/GetQueueAttributes).
+
+        self._allow(self.editor_function, SEND_ACTIONS, [delay_queue.queue_arn, self.rejected_queue.queue_arn])
+        self._allow(self.editor_function, RULE_ACTIONS, [rule_arn])
+
+    def _grant_direct_mode(self, rule_arn: str, control_topic: sns.Topic) -> None:
+        # The poller and the editor send the events themselves, and rejections; they ask for polls
+        # on the control topic (its OnFailure destinations also grant sns:Publish, and encrypt
+        # rights on a customer key). No delay queue: no backlog to read (usecases/poll.py).
+        for fn in (self.poller_function, self.editor_function):
+            self._allow(fn, SEND_ACTIONS, [self.delivery_queue.queue_arn, self.rejected_queue.queue_arn])
+            self._allow(fn, RULE_ACTIONS, [rule_arn])
+            self._allow(fn, PUBLISH_ACTIONS, [control_topic.topic_arn])
+
+    def _grant_keys(self) -> None:
+        """Encrypt and decrypt with the customer key, the brought delivery queue's and the brought table's."""
+        key = self.encryption_key
+        if key is not None:
             for fn in self.functions:
-                encryption_key.grant_encrypt_decrypt(fn)
+                key.grant_encrypt_decrypt(fn)
             # EventBridge writes failed poller invocations to the (encrypted) rule DLQ.
-            encryption_key.grant_encrypt_decrypt(iam.ServicePrincipal("events.amazonaws.com"))
+            key.grant_encrypt_decrypt(iam.ServicePrincipal("events.amazonaws.com"))
             if self.control_topic is not None:
                 # SNS writes the control messages it could not deliver to the (encrypted) rule DLQ.
-                encryption_key.grant(iam.ServicePrincipal("sns.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*")
+                key.grant(iam.ServicePrincipal("sns.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*")
         delivery_key = self.delivery_queue.encryption_master_key
-        if delivery_key is not None and delivery_key is not encryption_key:
+        if delivery_key is not None and delivery_key is not key:
             # the functions that send the events: the consumer, or in direct delivery the poller and the editor
-            for fn in ((self.poller_function, self.editor_function) if direct else (self.consumer_function,)):
-                if fn is not None:
-                    delivery_key.grant_encrypt_decrypt(fn)
+            senders: tuple[lambda_.Function | None, ...] = (self.poller_function, self.editor_function) \
+                if self.control_topic is not None else (self.consumer_function,)
+            for sender in senders:
+                if sender is not None:
+                    delivery_key.grant_encrypt_decrypt(sender)
         table_key = self.table.encryption_key  # a brought table's own key
-        if table_key is not None and table_key is not encryption_key:
+        if table_key is not None and table_key is not key:
             for fn in self.functions:
                 table_key.grant_encrypt_decrypt(fn)
 
-        # ---- observability ---------------------------------------------------------------------
-        self.alarms: list[cloudwatch.Alarm] = []
-        if alarms:
-            self._create_alarms(lateness_threshold_ms, delay_age_threshold)
-        self.dashboard: cloudwatch.Dashboard | None = self._create_dashboard() if dashboard else None
+    @staticmethod
+    def _allow(fn: lambda_.Function, actions: Sequence[str], resources: Sequence[str]) -> None:
+        fn.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=list(resources)))
 
-        # ---- deployments that reset the rule ----------------------------------------------------
-        # CloudFormation creates the rule, and re-puts it on any change to its properties, with
-        # the template's placeholder: DISABLED. The arm in the meta row would then be missed until
-        # the next insert (and with no insert, never). After each such change, invoke the poller
-        # once (asynchronously): it polls and re-applies the meta row's arm to the rule.
-        self.resync: cr.AwsCustomResource | None = None
-        if resync_on_deploy:
-            self.resync = self._resync_after_rule_changes(rule_name)
-
-        self._acknowledge_nag_findings()
-
+    # ---- deployments that reset the rule -------------------------------------------------------------
+    # CloudFormation creates the rule, and re-puts it on any change to its properties, with
+    # the template's placeholder: DISABLED. The arm in the meta row would then be missed until
+    # the next insert (and with no insert, never). After each such change, invoke the poller
+    # once (asynchronously): it polls and re-applies the meta row's arm to the rule.
     def _resync_after_rule_changes(self, rule_name: str) -> cr.AwsCustomResource:
         """An ``AwsCustomResource`` whose create/update invokes the poller (event invocation: the
         deployment does not wait for the poll). Its payload carries every property the rule is
@@ -703,72 +670,7 @@ class Scheduler(Construct):
         resync.node.add_dependency(self.rule, self.poller_function)
         return resync
 
-    # ---- props ------------------------------------------------------------------------------------
-    def _durations(self, given: dict[str, Duration | None], aliases: dict[str, int | None],
-                   delivery: str) -> dict[str, Duration]:
-        """Each Duration prop from itself, else from its deprecated int alias (with a deprecation
-        warning on this construct), else its default (``lead``: longer in direct delivery,
-        DIRECT_LEAD_SECONDS); both given is an error."""
-        lead_s = DIRECT_LEAD_SECONDS if delivery == "direct" else DEFAULTS.lead_seconds
-        defaults = {"window": Duration.seconds(DEFAULTS.window_seconds), "lead": Duration.seconds(lead_s),
-                    "orphan_grace": Duration.seconds(DEFAULTS.orphan_grace_seconds),
-                    "lateness_alarm_threshold": DEFAULT_LATENESS_ALARM_THRESHOLD}
-        out = {name: value for name, value in given.items() if value is not None}
-        for alias, value in aliases.items():
-            if value is None:
-                continue
-            name, unit = DEPRECATED_INT_PROPS[alias]
-            if name in out:
-                raise ValueError(f"give {name} or its deprecated alias {alias}, not both")
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"{alias} must be a number, got {value!r} (better: {name}=Duration...)")
-            if value < 0:
-                raise ValueError(f"{alias} must not be negative, got {value}")
-            Annotations.of(self).add_deprecation(f"punctual.cdk.Scheduler#{alias}",
-                                                 f"use {name}=Duration.{unit}({value})")
-            out[name] = getattr(Duration, unit)(value)
-        return {name: out.get(name, default) for name, default in defaults.items()}
-
-    @staticmethod
-    def _whole_seconds(name: str, duration: Duration) -> int:
-        seconds = duration.to_seconds(integral=False)
-        if Token.is_unresolved(seconds) or seconds != int(seconds):
-            raise ValueError(f"{name} must be a whole number of seconds, got {duration.to_human_string()}")
-        return int(seconds)
-
-    def _check_table(self, table: dynamodb.ITable) -> dynamodb.ITable:
-        """A brought table must carry what the functions read: ``pk``/``sk`` string keys and a stream
-        with new and old images (the editor tells a released claim from a new row by the old image).
-        Checked when the table is defined in this app; an imported one is taken on trust (a warning)."""
-        if table.table_stream_arn is None:
-            raise ValueError(
-                "table= needs a DynamoDB stream (view NEW_AND_OLD_IMAGES): create it with "
-                "stream=StreamViewType.NEW_AND_OLD_IMAGES, or import it with "
-                "Table.from_table_attributes(..., table_stream_arn=...)"
-            )
-        cfn = table.node.default_child
-        if not isinstance(cfn, dynamodb.CfnTable):
-            Annotations.of(self).add_warning_v2(
-                "punctual:table-unchecked",
-                "the brought table's keys and stream view cannot be read here: it must have keys pk (S, hash) "
-                "and sk (S, range) and a NEW_AND_OLD_IMAGES stream",
-            )
-            return table
-        stack = Stack.of(self)
-        # resolved to CloudFormation's shape: [{"attributeName", "keyType"}], {"streamViewType"}
-        keys = tuple((k["attributeName"], k["keyType"]) for k in stack.resolve(cfn.key_schema))
-        types = {a["attributeName"]: a["attributeType"] for a in stack.resolve(cfn.attribute_definitions) or []}
-        view = (stack.resolve(cfn.stream_specification) or {}).get("streamViewType")
-        if keys != TABLE_KEYS or any(types.get(name) != "S" for name, _ in TABLE_KEYS):
-            raise ValueError(f"table= must have keys pk (string, hash) and sk (string, range), got {keys} {types}")
-        if view != TABLE_STREAM_VIEW.value:
-            raise ValueError(
-                f"table= must have a {TABLE_STREAM_VIEW.value} stream, got {view}: the editor tells a released "
-                "claim from a new row by the old image (cdk-scheduler creates NEW_IMAGE; docs/migrating.md)"
-            )
-        return table
-
-    # ---- cdk-scheduler compatible aliases --------------------------------------------------------
+    # ---- cdk-scheduler compatible aliases ------------------------------------------------------------
     @property
     def scheduler_table(self) -> dynamodb.ITable:
         """Alias of :attr:`table` (cdk-scheduler's name)."""
@@ -779,22 +681,7 @@ class Scheduler(Construct):
         """Alias of :attr:`delivery_queue` (cdk-scheduler's name)."""
         return self.delivery_queue
 
-    @property
-    def dead_letter_queues(self) -> list[sqs.IQueue]:
-        """Every dead-letter queue this construct owns (a message there is a failure to look at)."""
-        dlqs: list[sqs.IQueue] = [self.rule_dead_letter_queue]
-        if self.delay_dead_letter_queue is not None:  # not in direct delivery
-            dlqs.insert(0, self.delay_dead_letter_queue)
-        if self.dead_letter_queue is not None:
-            dlqs.append(self.dead_letter_queue)
-        return dlqs
-
-    @property
-    def functions(self) -> list[lambda_.Function]:
-        """The poller, the consumer (not in direct delivery) and the editor."""
-        return [fn for fn in (self.poller_function, self.consumer_function, self.editor_function) if fn is not None]
-
-    # ---- grants ---------------------------------------------------------------------------------
+    # ---- grants: each returns an iam.Grant (aws-cdk DESIGN_GUIDELINES) -------------------------------
     def grant_schedule(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let ``grantee`` write, read, list and cancel task rows (raw writes or the editor's client).
 
@@ -823,146 +710,7 @@ class Scheduler(Construct):
         """Let ``grantee`` receive and delete delivered events (``sqs.IQueue.grant_consume_messages``)."""
         return self.delivery_queue.grant_consume_messages(grantee)
 
-    # ---- metrics ----------------------------------------------------------------------------------
-    def metric(self, metric_name: str, **options) -> cloudwatch.Metric:
-        """One of the metrics the functions emit (names in :mod:`punctual.core.metrics_names`), as this
-        scheduler's: in :attr:`metrics_namespace`, with the dimension ``Instance`` =
-        :attr:`instance_name` (merged into any ``dimensions_map`` given; the functions emit no other
-        dimension, so an extra one selects no data). ``options`` are ``cloudwatch.MetricOptions``
-        fields (``statistic``, ``period``, ``unit``, ``label``, ...). Default: Sum over 5 minutes.
-        """
-        dimensions = {**(options.pop("dimensions_map", None) or {}), INSTANCE_DIMENSION: self.instance_name}
-        options.setdefault("statistic", "Sum")
-        options.setdefault("period", METRIC_PERIOD)
-        return cloudwatch.Metric(namespace=self.metrics_namespace, metric_name=metric_name,
-                                 dimensions_map=dimensions, **options)
-
-    def metric_lateness(self, *, statistic: str = "p99", period: Duration | None = None,
-                        **options) -> cloudwatch.Metric:
-        """Delivery lateness in ms (due time -> delivered), emitted by the consumer (in direct delivery
-        by the poller and the editor: the lateness their sends planned). Default p99 over 5 min."""
-        options.setdefault("unit", cloudwatch.Unit.MILLISECONDS)
-        return self.metric(LATENESS_MS, statistic=statistic, period=period or METRIC_PERIOD, **options)
-
-    def metric_rejected_rows(self, *, period: Duration | None = None, **options) -> cloudwatch.Metric:
-        """Rows rejected as malformed or undeliverable (sum by default), emitted by every function."""
-        return self.metric(REJECTED_ROWS, period=period or METRIC_PERIOD, **options)
-
-    def metric_function_failures(self, *, period: Duration | None = None, **options) -> cloudwatch.Metric:
-        """Lambda failure notices the consumer received (in direct delivery: the poller, from the control
-        topic) (sum by default): a poll whose attempts ran out, a stream batch the editor's mapping gave
-        up on. Emitted only when there is one: no data means none."""
-        return self.metric(FUNCTION_FAILURES, period=period or METRIC_PERIOD, **options)
-
-    def metric_delay_queue_age(self, **options) -> cloudwatch.Metric:
-        """Age in seconds of the delay queue's oldest message. ``options``: ``cloudwatch.MetricOptions``
-        fields. Default: Maximum over 5 minutes. A ``ValueError`` in direct delivery (no delay queue)."""
-        if self.delay_queue is None:
-            raise ValueError('delivery="direct" deploys no delay queue: it has no age to measure')
-        options.setdefault("statistic", "Maximum")
-        options.setdefault("period", METRIC_PERIOD)
-        return self.delay_queue.metric_approximate_age_of_oldest_message(**options)
-
-    def metric_dead_letter_queue(self, queue: sqs.IQueue, **options) -> cloudwatch.Metric:
-        """Messages visible in one dead-letter ``queue``. ``options``: ``cloudwatch.MetricOptions`` fields.
-        Default: Maximum over 5 minutes. An empty queue left alone for hours stops publishing (SQS
-        publishes a queue's metrics while it is active): no data then means no message."""
-        options.setdefault("statistic", "Maximum")
-        options.setdefault("period", METRIC_PERIOD)
-        return queue.metric_approximate_number_of_messages_visible(**options)
-
-    def metric_dead_letters(self, **options) -> cloudwatch.MathExpression:
-        """Messages visible in all of this construct's dead-letter queues: the sum of each queue's
-        maximum, each ``FILL``-ed with 0, so the sum has data while any one queue publishes (a bare
-        ``d0 + d1 + ...`` has none while one queue is inactive). For graphs; the alarms watch each
-        queue on its own (:meth:`metric_dead_letter_queue`). ``options``: ``cloudwatch.MetricOptions``
-        fields; ``label``, ``color`` and ``period`` apply to the sum, the others to each queue's metric.
-        Default: Maximum over 5 minutes, label "Dead letters"."""
-        outer = {k: options.pop(k) for k in ("label", "color") if k in options}
-        outer.setdefault("label", "Dead letters")
-        period = options.setdefault("period", METRIC_PERIOD)
-        metrics = {f"d{i}": self.metric_dead_letter_queue(q, **options) for i, q in enumerate(self.dead_letter_queues)}
-        return cloudwatch.MathExpression(
-            expression=" + ".join(f"FILL({m}, 0)" for m in metrics), using_metrics=metrics, period=period, **outer,
-        )
-
-    # ---- internals ----------------------------------------------------------------------------------
-    @staticmethod
-    def _allow(fn: lambda_.Function, actions: Sequence[str], resources: Sequence[str]) -> None:
-        fn.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=list(resources)))
-
-    def _create_alarms(self, lateness_threshold_ms: float, delay_age_threshold: Duration) -> None:
-        def alarm(cid: str, metric: cloudwatch.IMetric, threshold: float, description: str) -> None:
-            self.alarms.append(
-                cloudwatch.Alarm(
-                    self,
-                    cid,
-                    metric=metric,
-                    threshold=threshold,
-                    evaluation_periods=1,
-                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                    alarm_description=description,
-                )
-            )
-
-        name = f"Punctual {self.instance_name}"
-        what = DEAD_LETTER_WHAT_DIRECT if self.control_topic is not None else DEAD_LETTER_WHAT
-        # One alarm per dead-letter queue, on its own metric: a sum of the queues' metrics has no data
-        # while any queue is inactive (SQS publishes an idle empty queue's metrics for ~6 hours only).
-        for q in self.dead_letter_queues:
-            alarm(f"{q.node.id}Alarm", self.metric_dead_letter_queue(q), 1,
-                  f"{name}: messages in the dead-letter queue {q.node.id} ({what[q.node.id]})")
-        for fn in self.functions:
-            alarm(f"{fn.node.id}ErrorsAlarm", fn.metric_errors(period=METRIC_PERIOD, statistic="Sum"), 1,
-                  f"{name}: {fn.node.id.lower()} function errors")
-        alarm("LatenessAlarm", self.metric_lateness(), lateness_threshold_ms,
-              f"{name}: p99 delivery lateness >= {lateness_threshold_ms} ms")
-        alarm("RejectedRowsAlarm", self.metric_rejected_rows(), 1,
-              f"{name}: rows rejected (see the rejected-rows queue for the reason and the row)")
-        server = "the poller (control topic)" if self.control_topic is not None else "the consumer"
-        alarm("FunctionFailuresAlarm", self.metric_function_failures(), 1,
-              f"{name}: a poll's attempts or a stream batch's retries ran out ({server} armed a poll for "
-              "their rows; its 'poll wanted' log lines name them)")
-        if self.delay_queue is None:  # direct delivery: no delay queue, no consumer to watch
-            return
-        age_s = delay_age_threshold.to_seconds(integral=False)
-        alarm("DelayQueueAgeAlarm", self.metric_delay_queue_age(), age_s,
-              f"{name}: a pointer has been in the delay queue >= {age_s:g} s (pointers wait up to the window, "
-              "then are received at once: the consumer is failing or not receiving)")
-
-    def _create_dashboard(self) -> cloudwatch.Dashboard:
-        """One dashboard of this scheduler: what a task goes through, then what failed."""
-        def graph(title: str, *metrics: cloudwatch.IMetric, width: int = 8) -> cloudwatch.GraphWidget:
-            return cloudwatch.GraphWidget(title=title, left=list(metrics), width=width, height=6)
-
-        def queue_depth(q: sqs.IQueue) -> list[cloudwatch.IMetric]:
-            return [q.metric_approximate_number_of_messages_visible(statistic="Maximum", period=METRIC_PERIOD),
-                    q.metric_approximate_number_of_messages_delayed(statistic="Maximum", period=METRIC_PERIOD),
-                    q.metric_approximate_number_of_messages_not_visible(statistic="Maximum", period=METRIC_PERIOD)]
-
-        dash = cloudwatch.Dashboard(self, "Dashboard")
-        dash.add_widgets(
-            graph("Lateness (ms)", *(self.metric_lateness(statistic=st, label=st) for st in ("p50", "p99", "Maximum"))),
-            graph("Tasks", *(self.metric(n, label=n) for n in (DELIVERED, DROPPED, PUT_BACK, ORPHANS_DEFERRED))),
-            graph("Failures", self.metric_dead_letters(), self.metric_rejected_rows(label=REJECTED_ROWS),
-                  self.metric(POISON_MESSAGES, label=POISON_MESSAGES)),
-        )
-        if self.delay_queue is not None:  # not in direct delivery
-            dash.add_widgets(
-                graph("Delay queue (messages)", *queue_depth(self.delay_queue), width=12),
-                graph("Delay queue: oldest message (s)", self.metric_delay_queue_age(), width=12),
-            )
-        dash.add_widgets(*(
-            graph(f"{fn.node.id}", fn.metric_invocations(period=METRIC_PERIOD), fn.metric_errors(period=METRIC_PERIOD),
-                  fn.metric_throttles(period=METRIC_PERIOD),
-                  fn.metric_duration(statistic="p99", period=METRIC_PERIOD))
-            for fn in self.functions
-        ))
-        if self.alarms:
-            dash.add_widgets(cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms), width=24))
-        return dash
-
+    # ---- compliance ----------------------------------------------------------------------------------
     def _acknowledge_nag_findings(self) -> None:
         """cdk-nag (AwsSolutions) findings inherent to the design, acknowledged where they arise.
 
@@ -981,7 +729,9 @@ class Scheduler(Construct):
                 "Punctual's rejections): it is the end of the line and needs no DLQ of its own.")
         # DynamoEventSource -> table.grantStreamRead adds dynamodb:ListStreams on "*": the action
         # does not support resource-level permissions (AWS requirement).
-        ack(self.editor_function.role, "AwsSolutions-IAM5[Resource::*]",
+        editor_role = self.editor_function.role  # always ours (_function)
+        assert editor_role is not None
+        ack(editor_role, "AwsSolutions-IAM5[Resource::*]",
             "dynamodb:ListStreams (added by the DynamoDB event source) supports no resource-level permissions.")
         if self.resync is not None:
             # The AwsCustomResource provider: one Node.js function per stack, shared by every

@@ -33,7 +33,7 @@ def problems(dist: Path) -> list[str]:
     with tarfile.open(sdists[0]) as tar:
         members = {m.name.removeprefix(base + "/") for m in tar.getmembers()}
     needed = {"pyproject.toml", "README.md", "functions/consumer/handler.py", "infra/construct.py",
-              "infra/bundling.py", "punctual/core/config.py"}
+              "infra/_props.py", "infra/_observability.py", "infra/bundling.py", "punctual/core/config.py"}
     out += [f"the sdist lacks {n}" for n in sorted(needed - members)]
     return out
 

@@ -72,7 +72,8 @@ def test_wheel_installs_one_import_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"punctual"}
-    for shipped in ("punctual/cdk/construct.py", "punctual/cdk/bundling.py", "punctual/core/planning.py",
+    for shipped in ("punctual/cdk/construct.py", "punctual/cdk/_props.py", "punctual/cdk/_observability.py",
+                    "punctual/cdk/bundling.py", "punctual/core/planning.py",
                     "punctual/functions/poller/handler.py", "punctual/functions/consumer/handler.py",
                     "punctual/functions/editor/handler.py", "punctual/client.py"):
         assert shipped in names
