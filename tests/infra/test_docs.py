@@ -117,3 +117,37 @@ def test_no_alarm_uses_math_that_can_lack_data(demo, custom):
                     ids = [q["Id"] for q in alarm["Properties"]["Metrics"] if "MetricStat" in q]
                     for metric_id in ids:
                         assert f"FILL({metric_id}, 0)" in query["Expression"], (lid, query["Expression"])
+
+
+def _seconds(cell: str) -> int:
+    value, unit = cell.split()
+    return int(value) * {"s": 1, "min": 60}[unit]
+
+
+def test_the_sizing_table_is_the_templates(demo, direct):
+    """docs/construct.md's "Sizing rationale": each function's timeout and memory as synthesized (the
+    editor's timeout was documented as 60 s while the template said 20 s)."""
+    documented = {row[0]: (_seconds(row[1]), int(row[2].removesuffix(" MB"))) for row in table_after("## Sizing rationale")}
+    for synth in (demo, direct):
+        s = synth.scheduler
+        functions = {"poller": s.poller_function, "editor": s.editor_function}
+        if s.consumer_function is not None:  # not deployed with delivery="direct"
+            functions["consumer"] = s.consumer_function
+        for name, fn in functions.items():
+            props = synth.json["Resources"][synth.logical_id(fn)]["Properties"]
+            assert documented[name] == (props["Timeout"], props["MemorySize"]), name
+    assert set(documented) == {"poller", "consumer", "editor"}
+
+
+CLIENT_DOC = (Path(__file__).resolve().parents[2] / "docs" / "client.md").read_text()
+
+
+def test_the_clients_iam_sentence_names_the_actions_grant_schedule_grants():
+    """docs/client.md names IAM actions that exist and that grant_schedule grants (it once listed
+    TransactWriteItems, which is an API call, not an IAM action: a transaction needs its items')."""
+    from infra.construct import FENCE_CHECK_ACTIONS, SCHEDULE_ACTIONS
+
+    sentence = CLIENT_DOC[CLIENT_DOC.index("The caller needs"):].split("\n\n")[0]
+    named = {a for a in ticked(sentence) if a.startswith("dynamodb:")}
+    assert named == set(SCHEDULE_ACTIONS) | set(FENCE_CHECK_ACTIONS)
+    assert "dynamodb:TransactWriteItems" not in named
