@@ -195,6 +195,15 @@ def payload_of(size: int) -> dict:
     return {"blob": "x" * filler}
 
 
+def payload_source(via: str, text: str, tmp_path, monkeypatch) -> str:
+    """The --payload argument that hands over ``text`` through a file (``@FILE``) or stdin (``-``)."""
+    if via == "file":
+        (tmp_path / "payload.json").write_text(text)
+        return f"@{tmp_path / 'payload.json'}"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    return "-"
+
+
 def _rows(stack):
     return stack.ddb.scan(TableName=stack.settings.table_name)["Items"]
 
@@ -210,12 +219,7 @@ def test_a_payload_past_the_shells_argument_limit_comes_from_a_file_or_stdin(cap
     if sys.platform.startswith("linux"):
         with pytest.raises(OSError, match="Argument list too long"):
             subprocess.run(["true", text], check=False)
-    if via == "file":
-        (tmp_path / "big.json").write_text(text)
-        source = f"@{tmp_path / 'big.json'}"
-    else:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(text))
-        source = "-"
+    source = payload_source(via, text, tmp_path, monkeypatch)
     code, out, err = run(capsys, tmp_path, "schedule", "--in", "1h", "--id", "big", "--payload", source,
                          "--table", stack.settings.table_name)
     assert code == 0, err
@@ -229,12 +233,7 @@ def test_a_300_kb_payload_reaches_the_client_and_is_refused_as_oversize_in_one_l
     """300 KB is past Punctual's limit (258,048 bytes as JSON, an event <= 256 KiB): the client's one line
     says so (before: the shell refused the argument), and nothing is written."""
     text = json.dumps(payload_of(300_000), separators=(",", ":"))
-    if via == "file":
-        (tmp_path / "huge.json").write_text(text)
-        source = f"@{tmp_path / 'huge.json'}"
-    else:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(text))
-        source = "-"
+    source = payload_source(via, text, tmp_path, monkeypatch)
     code, _, err = run(capsys, tmp_path, "schedule", "--in", "1h", "--payload", source,
                        "--table", stack.settings.table_name)
     assert code == 1
