@@ -45,8 +45,10 @@ cdk-synth: $(STAMP) node_modules/.bin/cdk
 bench: $(STAMP)
 	$(BIN)/punctual bench $(BENCH_ARGS)
 
-# The wheel and the sdist in dist/, checked: twine's metadata and README rendering checks, then the
-# wheel installed in a fresh venv (no dependencies) must import its construct module and CLI.
+# The wheel and the sdist in dist/, checked: twine's metadata and README rendering checks, the file
+# lists and the license (tests/packaging/check_dist.py), then the wheel installed alone (--no-deps
+# --no-index: offline) in a fresh venv, which borrows its dependencies from .venv, must import
+# punctual, its client, CLI and construct module from there and run `punctual --help`.
 dist: $(STAMP)
 	rm -rf dist build
 	$(BIN)/python -m build --no-isolation --outdir dist .

@@ -222,6 +222,9 @@ def pip_arguments(target: str, platform: str, version: str, requirements: Sequen
     ]
 
 
+ASSET_DIR_MODE = 0o755
+
+
 @jsii.implements(ILocalBundling)
 class LocalPythonBundling:
     """Bundle ``source_dir`` (a Python package) and ``requirements`` without Docker."""
@@ -248,6 +251,9 @@ class LocalPythonBundling:
     # jsii calls tryBundle(outputDir, options); the options struct is not needed here.
     def try_bundle(self, output_dir: str, *args: Any, **kwargs: Any) -> bool:
         out = Path(output_dir)
+        # CDK creates the bundling folder world-writable (chmod 0o777, for a Docker container's user) and
+        # renames it into the asset: rwxr-xr-x, what Lambda needs to read the code, writable by us only
+        out.chmod(ASSET_DIR_MODE)
         for src, dest in self.sources:
             if src.is_dir():
                 shutil.copytree(src, out / dest, ignore=shutil.ignore_patterns(*_IGNORE), dirs_exist_ok=True)

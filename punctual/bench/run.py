@@ -252,13 +252,13 @@ def main(args: argparse.Namespace) -> int:
                  ("AWS_DEFAULT_REGION", "us-east-1")):
         os.environ.setdefault(k, v)
     os.environ.pop("AWS_ENDPOINT_URL", None)
+    missing = [] if args.combine else missing_modules(getattr(args, "backend", "moto"), plots=not args.no_plots)
+    if missing:  # before minutes of running, and before making a folder for results there will not be
+        hint = " (or pass --no-plots)" if missing == ["matplotlib"] else ""
+        raise SystemExit(f"punctual bench needs {', '.join(missing)}: {EXTRA}{hint}")
     out_dir = output_dir(args)
     if args.combine:
         return combine(out_dir)
-    missing = missing_modules(getattr(args, "backend", "moto"), plots=not args.no_plots)
-    if missing:  # before minutes of running, not after
-        hint = " (or pass --no-plots)" if missing == ["matplotlib"] else ""
-        raise SystemExit(f"punctual bench needs {', '.join(missing)}: {EXTRA}{hint}")
     model_list = sqs_models(getattr(args, "sqs_model", None), Models().with_overrides(args.set))
     out_dir.mkdir(parents=True, exist_ok=True)
     results, summaries = _run_all(args, model_list)

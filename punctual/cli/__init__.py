@@ -26,16 +26,26 @@ from .target import configured_endpoint
 __all__ = ["EXIT_ERROR", "EXIT_NOT_FOUND", "EXIT_PARTIAL", "EXIT_UNREACHABLE", "CliError", "build_parser", "main"]
 
 
-def _common_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+def _state_option() -> argparse.ArgumentParser:
+    """``--state-dir``: every command's (the local stack's files, read by the others)."""
+    from punctual.local.stack import STATE_DIR
+
+    state = argparse.ArgumentParser(add_help=False)
+    state.add_argument("--state-dir", default=os.environ.get("PUNCTUAL_STATE_DIR", str(STATE_DIR)),
+                       help="where `local up` keeps local.json, the pid file, logs and state (default: "
+                            f"PUNCTUAL_STATE_DIR, else {STATE_DIR})")
+    return state
+
+
+def _target_options(state: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Where a client command acts (cli/target.py); not for ``local`` and ``demo``, which start their own."""
+    common = argparse.ArgumentParser(add_help=False, parents=[state])
     common.add_argument("--endpoint-url", help="AWS endpoint (local stack); default PUNCTUAL_ENDPOINT_URL or "
                                                ".punctual/local.json")
     common.add_argument("--table", help="scheduler table name (default PUNCTUAL_TABLE_NAME or local.json)")
     common.add_argument("--partition", help="partition key value (default 'scheduler')")
     common.add_argument("--shards", type=int, help="the scheduler's shards (the construct's prop; default 1)")
     common.add_argument("--region", help="AWS region")
-    common.add_argument("--state-dir", default=os.environ.get("PUNCTUAL_STATE_DIR", ".punctual"),
-                        help="where `local up` keeps local.json, the pid file, logs and state (default .punctual)")
     return common
 
 
@@ -44,14 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
     from punctual.bench.run import add_arguments as bench_arguments
     from punctual.bench.run import main as bench_main
 
-    common = _common_options()
+    state = _state_option()
+    common = _target_options(state)
     parser = argparse.ArgumentParser(prog="punctual", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     tasks.add_commands(sub, common)
     redrive.add_commands(sub, common)
     monitor.add_commands(sub, common)
-    local.add_commands(sub, common)
+    local.add_commands(sub, state)
     bench = sub.add_parser("bench", help="benchmark: the real handlers in virtual time vs the alternatives")
     bench_arguments(bench)
     bench.set_defaults(run=bench_main)

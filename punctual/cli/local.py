@@ -15,13 +15,18 @@ from typing import Any
 from .exits import CliError
 
 
-def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+def add_commands(sub: Any, state: argparse.ArgumentParser) -> None:
+    """``state``: the ``--state-dir`` option; these commands start (or stop) their own stack, so the
+    client commands' target options (--endpoint-url, --table, ...) are not theirs."""
     from punctual.local.stack import DEFAULT_PORT
 
     p = sub.add_parser("local", help="the embedded local stack")
     lsub = p.add_subparsers(dest="local_command", required=True)
-    up = lsub.add_parser("up", parents=[common], help="start it (foreground; Ctrl-C stops it)")
-    up.add_argument("--port", type=int, default=int(os.environ.get("PUNCTUAL_LOCAL_PORT", DEFAULT_PORT)))
+    up = lsub.add_parser("up", parents=[state], help="start it (foreground; Ctrl-C stops it)",
+                         description="Start the embedded local stack in the foreground (Ctrl-C or "
+                                     "`punctual local down` stops it); docs/local.md.")
+    up.add_argument("--port", type=int, default=int(os.environ.get("PUNCTUAL_LOCAL_PORT", DEFAULT_PORT)),
+                    help=f"port of the local endpoint on 127.0.0.1 (default: PUNCTUAL_LOCAL_PORT, else {DEFAULT_PORT})")
     up.add_argument("--template", help="use this synthesized template instead of synthesizing the construct")
     up.add_argument("--cache-dir", help="template cache (default <state-dir>/cache)")
     up.add_argument("--state", help="state file (default <state-dir>/state.json)")
@@ -35,11 +40,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     up.add_argument("--env", action="append", metavar="NAME=VALUE",
                     help="override a function environment variable of the template (repeatable)")
     up.set_defaults(run=cmd_local_up)
-    down = lsub.add_parser("down", parents=[common], help="stop the stack started by `local up`")
-    down.add_argument("--timeout", type=float, default=30)
+    down = lsub.add_parser("down", parents=[state], help="stop the stack started by `local up`")
+    down.add_argument("--timeout", type=float, default=30,
+                      help="seconds to wait for it to stop (default %(default)g)")
     down.set_defaults(run=cmd_local_down)
 
-    p = sub.add_parser("demo", parents=[common], help="run the end-to-end demo on an embedded local stack")
+    p = sub.add_parser("demo", parents=[state], help="run the end-to-end demo on an embedded local stack")
     p.add_argument("--port", type=int, default=0, help="port of the demo's local stack (default: a free one)")
     p.add_argument("--horizon", type=float, default=90, help="latest due time, seconds ahead (default 90)")
     p.add_argument("--template", help="use this synthesized template instead of synthesizing the construct")

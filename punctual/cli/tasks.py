@@ -1,4 +1,4 @@
-"""``punctual schedule | list | cancel | reschedule``: the Python client, from the shell."""
+"""``punctual schedule | get | list | cancel | reschedule``: the Python client, from the shell."""
 
 from __future__ import annotations
 
@@ -21,9 +21,17 @@ from .target import resolve_target
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("schedule", parents=[common], help="schedule a task")
     _when(p)
-    p.add_argument("--payload", help="JSON object delivered with the task (default {})")
+    p.add_argument("--payload", metavar="JSON|@FILE|-",
+                   help="JSON object delivered with the task (default {}); @FILE reads it from a file, - from "
+                        "stdin (a payload over the shell's 128 KiB argument limit)")
     p.add_argument("--id", help="task id (default: generated)")
     p.set_defaults(run=cmd_schedule)
+    p = sub.add_parser("get", parents=[common], help="show a pending task (by key, or every task with an id)")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("key", nargs="?", metavar="KEY", help="the task's key (<ms>#<id>); a bare id as --id")
+    g.add_argument("--id", dest="task_id", metavar="ID", help="every pending task with this id, earliest first")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(run=cmd_get)
     p = sub.add_parser("list", parents=[common], help="list scheduled tasks")
     p.add_argument("--from", dest="start", metavar="TIME", help="only tasks due at or after TIME")
     p.add_argument("--to", dest="end", metavar="TIME", help="only tasks due before TIME")
@@ -46,15 +54,33 @@ def _when(p: argparse.ArgumentParser) -> None:
 
 
 def parse_payload(text: str | None) -> dict[str, Any]:
+    """``--payload``: JSON text, ``@FILE`` (the file's JSON) or ``-`` (stdin's); ``{}`` when absent."""
     if text is None:
         return {}
+    source, text = _payload_text(text)
     try:
         value = json.loads(text, parse_float=Decimal)  # every digit of a number reaches the row
     except json.JSONDecodeError as exc:
-        raise CliError(f"bad --payload: not JSON ({exc.msg} at character {exc.pos})") from None
+        where = f"line {exc.lineno} column {exc.colno}" if exc.lineno > 1 else f"character {exc.pos}"
+        raise CliError(f"bad --payload{source}: not JSON ({exc.msg} at {where})") from None
     if not isinstance(value, dict):
-        raise CliError(f"bad --payload: must be a JSON object, got {type(value).__name__}")
+        raise CliError(f"bad --payload{source}: must be a JSON object, got {type(value).__name__}")
     return value
+
+
+def _payload_text(arg: str) -> tuple[str, str]:
+    """(`` @FILE`` / `` -`` / ``""`` for the messages, the JSON text) of a ``--payload`` argument."""
+    if arg == "-":
+        return " -", sys.stdin.read()
+    if not arg.startswith("@"):
+        return "", arg
+    path = arg[1:]
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f" {arg}", f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise CliError(f"bad --payload {arg}: cannot read {path!r}: {reason}") from None
 
 
 def find_key(client: PunctualClient, key_or_id: str) -> str:
@@ -79,6 +105,25 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     payload = parse_payload(args.payload)
     task = target.client().schedule(due, payload, id=args.id)
     print(f"scheduled {task.key}  due {iso_ms(due)}")
+    return 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    client = resolve_target(args).client()
+    key, task_id = args.key, args.task_id
+    if key is not None:
+        try:
+            decode_sk(key)
+        except InvalidKey:
+            key, task_id = None, key  # a bare id, as cancel and reschedule take it
+    if key is not None:
+        print(_task_line(client.get(key), args.json))
+        return 0
+    tasks = client.find(task_id)
+    if not tasks:
+        raise CliError(f"no scheduled task with id {task_id!r} (already delivered or cancelled?)", EXIT_NOT_FOUND)
+    for task in tasks:
+        print(_task_line(task, args.json))
     return 0
 
 

@@ -88,6 +88,7 @@ class Rule:
     schedule_expression: str | None
     state: str
     target_arns: list[str] = field(default_factory=list)
+    dlq_arn: str | None = None  # a target's DeadLetterConfig: where EventBridge puts what it could not deliver
 
 
 @dataclass
@@ -461,8 +462,9 @@ class Provisioner:
             targets.append(target)
         if targets:
             self.events.put_targets(Rule=name, Targets=targets)
+        dlq_arn = next((t["DeadLetterConfig"]["Arn"] for t in p.get("Targets", []) if t.get("DeadLetterConfig")), None)
         self.model.rules[lid] = Rule(
-            lid, name, self.arn(lid), p.get("ScheduleExpression"), kw["State"], [t["Arn"] for t in targets]
+            lid, name, self.arn(lid), p.get("ScheduleExpression"), kw["State"], [t["Arn"] for t in targets], dlq_arn
         )
 
     def _function(self, lid: str) -> None:

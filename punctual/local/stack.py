@@ -43,9 +43,14 @@ def aws_env_defaults() -> None:
 
 
 def port_free(host: str, port: int) -> bool:
+    """Whether a server could listen on ``host:port`` now, bound the way moto's server binds
+    (werkzeug's ``allow_reuse_address``: SO_REUSEADDR), so the sockets a stack just stopped leaves in
+    TIME-WAIT do not count as in use; a socket listening there does."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
+            s.listen(1)
         except OSError:
             return False
     return True
@@ -112,16 +117,14 @@ class LocalStack:
         import boto3
         from moto.server import ThreadedMotoServer
 
-        aws_env_defaults()
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
         o = self.opts
-        o.state_dir.mkdir(parents=True, exist_ok=True)
-        self._log_file = open(o.state_dir / "local.log", "a", encoding="utf-8")  # noqa: SIM115
-        obs.set_stream(self._log_file)
-        template = load_template(o.template, o.cache_dir or o.state_dir / "cache", props=o.props, log=self.out)
+        # the port first, and taken at once: a synthesis (up to ~40 s) never ends in "port in use", and
+        # nothing can take the port meanwhile (moto's server would then wait forever for its bind)
         if not port_free(o.host, o.port):
             raise LocalStackError(f"port {o.port} on {o.host} is in use (another local stack? try --port, "
                                   f"or `punctual local down`)")
+        aws_env_defaults()
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
         motoperf.apply()  # moto's per-message O(queue size) SQS costs (see motoperf)
         motoperf.serialise_dynamodb()  # moto's transactions are not thread-safe (see motoperf)
         self.server = ThreadedMotoServer(ip_address=o.host, port=o.port, verbose=False)
@@ -129,6 +132,10 @@ class LocalStack:
         # moto's backends are process-global: start from an empty account (one local stack per process)
         urllib.request.urlopen(urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST"),
                                timeout=10).close()
+        o.state_dir.mkdir(parents=True, exist_ok=True)
+        self._log_file = open(o.state_dir / "local.log", "a", encoding="utf-8")  # noqa: SIM115
+        obs.set_stream(self._log_file)
+        template = load_template(o.template, o.cache_dir or o.state_dir / "cache", props=o.props, log=self.out)
         clients = {name: boto3.client(name, endpoint_url=self.endpoint_url, region_name=o.region)
                    for name in ("dynamodb", "sqs", "events", "dynamodbstreams", "sns")}
         self.clients = clients
@@ -230,26 +237,8 @@ class LocalStack:
 
     # -- what is where ----------------------------------------------------------
     def queue_roles(self) -> dict[str, str]:
-        """Queue URL by role (delay, delivery, rejected, <role>_dlq; control_dlq: the control topic
-        subscription's), plus every other queue by name. Direct delivery has no delay queue."""
         assert self.model is not None and self.settings is not None
-        s = self.settings
-        roles = {"delay": s.delay_queue_url, "delivery": s.delivery_queue_url, "rejected": s.rejected_queue_url}
-        by_arn = {q.arn: q for q in self.model.queues.values()}
-        by_url = {q.url: q for q in self.model.queues.values()}
-        out = {k: v for k, v in roles.items() if v}
-        for role, url in list(out.items()):
-            q = by_url.get(url)
-            if q is not None and q.dlq_arn in by_arn:
-                out[f"{role}_dlq"] = by_arn[q.dlq_arn].url
-        for sub in self.model.subscriptions.values():  # direct delivery: the control topic's redrive DLQ
-            if s.control_topic_arn and sub.topic_arn == s.control_topic_arn and sub.dlq_arn in by_arn:
-                out["control_dlq"] = by_arn[sub.dlq_arn].url
-        named = set(out.values())
-        for q in self.model.queues.values():
-            if q.url not in named:
-                out[q.name] = q.url
-        return out
+        return queue_roles(self.model, self.settings)
 
     def describe(self) -> dict[str, Any]:
         assert self.model is not None and self.settings is not None
@@ -382,6 +371,28 @@ class LocalStack:
                 ddb.put_item(TableName=table, Item=item)
                 count += 1
         return count
+
+
+def queue_roles(model: LocalModel, settings: Settings) -> dict[str, str]:
+    """Queue URL by role, as ``local.json`` names them: ``delay``, ``delivery``, ``rejected``, each one's
+    redrive DLQ (``<role>_dlq``), ``rule_dlq`` (the rule target's dead-letter queue, the construct's
+    ``rule_dead_letter_queue``: with direct delivery also the control topic subscription's, one queue
+    under one name in both modes), then every other queue by its name. Direct delivery has no delay queue."""
+    s = settings
+    roles = {"delay": s.delay_queue_url, "delivery": s.delivery_queue_url, "rejected": s.rejected_queue_url}
+    by_arn = {q.arn: q for q in model.queues.values()}
+    by_url = {q.url: q for q in model.queues.values()}
+    out = {k: v for k, v in roles.items() if v}
+    for role, url in list(out.items()):
+        q = by_url.get(url)
+        if q is not None and q.dlq_arn in by_arn:
+            out[f"{role}_dlq"] = by_arn[q.dlq_arn].url
+    rule = next((r for r in model.rules.values() if r.name == s.rule_name), None)
+    if rule is not None and rule.dlq_arn in by_arn:
+        out["rule_dlq"] = by_arn[rule.dlq_arn].url
+    named = set(out.values())
+    out |= {q.name: q.url for q in model.queues.values() if q.url not in named}
+    return out
 
 
 def read_local_json(state_dir: Path = STATE_DIR) -> dict[str, Any] | None:

@@ -33,3 +33,16 @@ def test_a_missing_module_stops_the_run_before_it_starts(monkeypatch, tmp_path):
     with pytest.raises(SystemExit, match=r"needs matplotlib: pip install 'punctual-aws\[bench\]' \(or pass --no-plots\)"):
         run.main(args)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_module_is_named_before_the_temporary_folder_is_made(monkeypatch, tmp_path, capsys):
+    """Without --out a run makes a new temporary folder and prints it: not when it cannot run (it made
+    an empty punctual-bench-* folder, then said freezegun was missing)."""
+    without(monkeypatch, "freezegun")
+    monkeypatch.setattr(run.tempfile, "tempdir", str(tmp_path))
+    parser = argparse.ArgumentParser()
+    run.add_arguments(parser)
+    with pytest.raises(SystemExit, match=r"needs freezegun: pip install 'punctual-aws\[bench\]'"):
+        run.main(parser.parse_args(["--quick", "--backend", "fake", "--no-plots"]))
+    assert list(tmp_path.iterdir()) == []
+    assert "output:" not in capsys.readouterr().out

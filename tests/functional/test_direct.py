@@ -113,6 +113,20 @@ def test_the_event_becomes_visible_on_the_delivery_queue_at_its_due_second(direc
     assert [json.loads(m["Body"])["key"] for m in direct.drain(direct.settings.delivery_queue_url)] == [key]
 
 
+def test_a_direct_events_sent_timestamp_precedes_its_due_time_by_design(direct, frozen):
+    """README, "Direct delivery": SQS's SentTimestamp is the send, DelaySeconds before the due time; the
+    event is received, and says it was delivered, at its due time. A consumer checking SentTimestamp
+    against due_ms would call it early."""
+    key = sk(7_000, "v")
+    direct.put_raw(key, {"n": "v"})
+    poll(direct.deps)
+    frozen.tick(7.0)
+    (message,) = direct.drain(direct.settings.delivery_queue_url)
+    event = json.loads(message["Body"])
+    assert int(message["Attributes"]["SentTimestamp"]) == T0_MS == event["due_ms"] - 7_000
+    assert event["delivered_at_ms"] == event["due_ms"] == T0_MS + 7_000
+
+
 def test_a_cancel_before_the_poll_stops_the_task(direct):
     sent = sends(direct)
     key = sk(60_000, "c")

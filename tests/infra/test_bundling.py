@@ -6,6 +6,7 @@ import ast
 import importlib.metadata
 import json
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -119,6 +120,8 @@ def test_real_bundling_for_arm64(tmp_path):
     assert len(keys) == 1, "one asset for the three functions"
     asset = tmp_path / ("asset." + next(iter(keys)).removesuffix(".zip"))
     assert asset.is_dir()
+    # CDK makes the bundling folder world-writable (0o777, for Docker's user); the asset is not
+    assert stat.S_IMODE(asset.stat().st_mode) == 0o755
 
     # our code: the handlers and punctual.core, the same files as the source tree, no caches,
     # and nothing else of the package (client, CLI, local stack, benchmark are not for Lambda)

@@ -650,7 +650,8 @@ def test_rule_dead_letter_queue_accepts_only_this_rule(demo):
 
 
 def test_readme_snippet_builds():
-    """docs/construct.md and the README: construct, grant a producer, subscribe a consumer (no synth)."""
+    """The README's snippet: construct, grant a producer, subscribe a consumer (no synth; docs/construct.md's
+    whole app is run by tests/infra/test_docs.py)."""
     from aws_cdk import App, Stack
     from aws_cdk import aws_lambda as lambda_
     from aws_cdk import aws_lambda_event_sources as sources

@@ -5,7 +5,10 @@ missing-data behaviour (and which ones direct delivery does not create)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "construct.md").read_text()
@@ -117,3 +120,62 @@ def test_no_alarm_uses_math_that_can_lack_data(demo, custom):
                     ids = [q["Id"] for q in alarm["Properties"]["Metrics"] if "MetricStat" in q]
                     for metric_id in ids:
                         assert f"FILL({metric_id}, 0)" in query["Expression"], (lid, query["Expression"])
+
+
+def _seconds(cell: str) -> int:
+    value, unit = cell.split()
+    return int(value) * {"s": 1, "min": 60}[unit]
+
+
+def test_the_sizing_table_is_the_templates(demo, direct):
+    """docs/construct.md's "Sizing rationale": each function's timeout and memory as synthesized (the
+    editor's timeout was documented as 60 s while the template said 20 s)."""
+    documented = {row[0]: (_seconds(row[1]), int(row[2].removesuffix(" MB"))) for row in table_after("## Sizing rationale")}
+    for synth in (demo, direct):
+        s = synth.scheduler
+        functions = {"poller": s.poller_function, "editor": s.editor_function}
+        if s.consumer_function is not None:  # not deployed with delivery="direct"
+            functions["consumer"] = s.consumer_function
+        for name, fn in functions.items():
+            props = synth.json["Resources"][synth.logical_id(fn)]["Properties"]
+            assert documented[name] == (props["Timeout"], props["MemorySize"]), name
+    assert set(documented) == {"poller", "consumer", "editor"}
+
+
+CLIENT_DOC = (Path(__file__).resolve().parents[2] / "docs" / "client.md").read_text()
+
+
+def test_the_clients_iam_sentence_names_the_actions_grant_schedule_grants():
+    """docs/client.md names IAM actions that exist and that grant_schedule grants (it once listed
+    TransactWriteItems, which is an API call, not an IAM action: a transaction needs its items')."""
+    from infra.construct import FENCE_CHECK_ACTIONS, SCHEDULE_ACTIONS
+
+    sentence = CLIENT_DOC[CLIENT_DOC.index("The caller needs"):].split("\n\n")[0]
+    named = {a for a in ticked(sentence) if a.startswith("dynamodb:")}
+    assert named == set(SCHEDULE_ACTIONS) | set(FENCE_CHECK_ACTIONS)
+    assert "dynamodb:TransactWriteItems" not in named
+
+
+def test_the_first_example_synthesizes_as_the_cdk_cli_runs_it(tmp_path):
+    """docs/construct.md's first example is a whole app.py: run as `cdk synth` runs it (the CLI passes
+    its output folder in CDK_OUTDIR and its context in CDK_CONTEXT_JSON; bundling skipped here), it
+    writes MyStack's template there, with the Scheduler, the producer's grant and the consumer's source."""
+    section = DOC[DOC.index("## Add it to an existing stack"):]
+    code = section[section.index("```python\n") + len("```python\n"):section.index("```\n", 10)]
+    (tmp_path / "app.py").write_text(code)
+    out = tmp_path / "cdk.out"
+    env = {**os.environ, "CDK_OUTDIR": str(out), "CDK_CONTEXT_JSON": json.dumps({"aws:cdk:bundling-stacks": []}),
+           "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "1"}
+    proc = subprocess.run([sys.executable, "app.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resources = json.loads((out / "MyStack.template.json").read_text())["Resources"]
+    types = [r["Type"] for r in resources.values()]
+    assert types.count("AWS::DynamoDB::Table") == 1 and types.count("AWS::Events::Rule") == 1
+    (api_policy,) = [r for lid, r in resources.items() if r["Type"] == "AWS::IAM::Policy" and lid.startswith("ApiServiceRole")]
+    actions = {a for st in api_policy["Properties"]["PolicyDocument"]["Statement"] for a in st["Action"]}
+    assert "dynamodb:PutItem" in actions
+    (worker,) = [lid for lid, r in resources.items() if r["Type"] == "AWS::Lambda::Function" and lid.startswith("Worker")]
+    (mapping,) = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::EventSourceMapping"
+                  and r["Properties"]["FunctionName"] == {"Ref": worker}]
+    assert mapping["EventSourceArn"]["Fn::GetAtt"][0].startswith("SchedulerDeliveryQueue")

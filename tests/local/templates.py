@@ -25,6 +25,11 @@ def _fn(handler: str, env: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# the rule target's dead-letter queue (the construct's rule_dead_letter_queue; with direct delivery also
+# the control topic subscription's)
+RULE_DLQ = "SchedulerRuleDeadLetterQueueD1D1D1D1"
+
+
 def mini_template(
     poller: str = "punctual.functions.poller.handler.handler",
     consumer: str = "punctual.functions.consumer.handler.handler",
@@ -70,6 +75,7 @@ def mini_template(
                                                  "maxReceiveCount": 5}},
             },
             "SchedulerRejectedQueue99AA88BB": {"Type": "AWS::SQS::Queue"},
+            RULE_DLQ: {"Type": "AWS::SQS::Queue", "Properties": {"SqsManagedSseEnabled": True}},
             "SchedulerRoleAAAA1111": {"Type": "AWS::IAM::Role", "Properties": {}},
             "SchedulerRuleF00DF00D": {
                 "Type": "AWS::Events::Rule",
@@ -77,7 +83,8 @@ def mini_template(
                     "ScheduleExpression": "cron(0 0 1 1 ? 2199)",
                     "State": "DISABLED",
                     "Description": {"Fn::Join": ["", ["Punctual poller trigger for ", {"Ref": "AWS::StackName"}]]},
-                    "Targets": [{"Id": "Target0", "Arn": _arn("SchedulerPollerFn12345678")}],
+                    "Targets": [{"Id": "Target0", "Arn": _arn("SchedulerPollerFn12345678"),
+                                 "DeadLetterConfig": {"Arn": _arn(RULE_DLQ)}}],
                 },
             },
             "SchedulerPollerFn12345678": _fn(poller, env),
@@ -115,7 +122,7 @@ POLLER = "SchedulerPollerFn12345678"
 def direct_template(**kw: Any) -> dict[str, Any]:
     """:func:`mini_template` in direct delivery, as the construct's ``delivery="direct"`` builds it:
     no delay queue (nor its DLQ), no consumer; a KMS-encrypted control topic the poller is
-    subscribed to (with a redrive DLQ), the topic as the poller's and the stream's OnFailure
+    subscribed to (with the rule's DLQ as its redrive DLQ), the topic as the poller's and the stream's OnFailure
     destination, and ``PUNCTUAL_CONTROL_TOPIC_ARN`` in the poller's and the editor's environment."""
     t = mini_template(**kw)
     r = t["Resources"]
@@ -135,11 +142,10 @@ def direct_template(**kw: Any) -> dict[str, Any]:
         "Properties": {"Topics": [{"Ref": TOPIC}], "PolicyDocument": {"Statement": [
             {"Effect": "Deny", "Principal": "*", "Action": "sns:Publish", "Resource": {"Ref": TOPIC},
              "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]}}}
-    r["SchedulerControlDlqD1D1D1D1"] = {"Type": "AWS::SQS::Queue", "Properties": {"SqsManagedSseEnabled": True}}
     r["SchedulerPollerControlSubscription7A7A7A7A"] = {
         "Type": "AWS::SNS::Subscription",
         "Properties": {"Protocol": "lambda", "TopicArn": {"Ref": TOPIC}, "Endpoint": _arn(POLLER),
-                       "RedrivePolicy": {"deadLetterTargetArn": _arn("SchedulerControlDlqD1D1D1D1")}}}
+                       "RedrivePolicy": {"deadLetterTargetArn": _arn(RULE_DLQ)}}}
     r["SchedulerPollerControlPermission8B8B8B8B"] = {
         "Type": "AWS::Lambda::Permission",
         "Properties": {"Action": "lambda:InvokeFunction", "FunctionName": _arn(POLLER),

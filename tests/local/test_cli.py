@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import importlib.util
+import io
+import json
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from punctual.cli import EXIT_NOT_FOUND, EXIT_UNREACHABLE, main
 from punctual.cli.tasks import parse_payload
+from punctual.client import PunctualClient
 from punctual.local.stack import free_port
+from tests.support import T0_MS
 
 REPO = Path(__file__).resolve().parents[2]
 HAS_EDITOR = importlib.util.find_spec("punctual.client") is not None
@@ -175,3 +180,114 @@ def test_the_cli_client_knows_the_deployments_delivery_and_window(tmp_path):
     assert (c.settings.delivery, c.settings.window_seconds) == ("direct", 300)
     default = resolve_target(args, {}).client()
     assert (default.settings.delivery, default.settings.window_seconds) == ("consumer", 900)
+
+
+# ---- large payloads: --payload @FILE and --payload - (stdin) ------------------------------------
+
+# Linux refuses one argument longer than MAX_ARG_STRLEN (32 pages: 131,072 bytes) with E2BIG: a payload
+# past it cannot be a --payload argument at all, whatever the scheduler's own limit.
+MAX_ARG_STRLEN = 131_072
+
+
+def payload_of(size: int) -> dict:
+    """A JSON object whose compact text is ``size`` bytes."""
+    filler = size - len(json.dumps({"blob": ""}, separators=(",", ":")))
+    return {"blob": "x" * filler}
+
+
+def payload_source(via: str, text: str, tmp_path, monkeypatch) -> str:
+    """The --payload argument that hands over ``text`` through a file (``@FILE``) or stdin (``-``)."""
+    if via == "file":
+        (tmp_path / "payload.json").write_text(text)
+        return f"@{tmp_path / 'payload.json'}"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    return "-"
+
+
+def _rows(stack):
+    return stack.ddb.scan(TableName=stack.settings.table_name)["Items"]
+
+
+@pytest.mark.parametrize("via", ["file", "stdin"])
+def test_a_payload_past_the_shells_argument_limit_comes_from_a_file_or_stdin(capsys, tmp_path, stack, monkeypatch,
+                                                                           via):
+    """GIVEN a 200 KB payload (the shell cannot pass it as an argument; Punctual takes up to 252 KiB)
+    WHEN scheduled with --payload @FILE or --payload - THEN the row holds it, every byte."""
+    big = payload_of(200_000)
+    text = json.dumps(big, separators=(",", ":"))
+    assert len(text) == 200_000 > MAX_ARG_STRLEN
+    if sys.platform.startswith("linux"):
+        with pytest.raises(OSError, match="Argument list too long"):
+            subprocess.run(["true", text], check=False)
+    source = payload_source(via, text, tmp_path, monkeypatch)
+    code, out, err = run(capsys, tmp_path, "schedule", "--in", "1h", "--id", "big", "--payload", source,
+                         "--table", stack.settings.table_name)
+    assert code == 0, err
+    (row,) = _rows(stack)
+    assert row["sk"]["S"].endswith("#big") and row["payload"]["M"]["blob"]["S"] == big["blob"]
+
+
+@pytest.mark.parametrize("via", ["file", "stdin"])
+def test_a_300_kb_payload_reaches_the_client_and_is_refused_as_oversize_in_one_line(capsys, tmp_path, stack,
+                                                                                    monkeypatch, via):
+    """300 KB is past Punctual's limit (258,048 bytes as JSON, an event <= 256 KiB): the client's one line
+    says so (before: the shell refused the argument), and nothing is written."""
+    text = json.dumps(payload_of(300_000), separators=(",", ":"))
+    source = payload_source(via, text, tmp_path, monkeypatch)
+    code, _, err = run(capsys, tmp_path, "schedule", "--in", "1h", "--payload", source,
+                       "--table", stack.settings.table_name)
+    assert code == 1
+    assert one_line(err) == "punctual: error: invalid schedule: payload is 300000 bytes as JSON, limit 258048"
+    assert _rows(stack) == []
+
+
+def test_payload_file_and_stdin_errors_are_one_line(capsys, tmp_path, monkeypatch):
+    endpoint = UNREACHABLE.format(port=free_port())  # never reached: the payload is read first
+
+    def error(source: str, stdin: str = "") -> str:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        code, _, err = run(capsys, tmp_path, "schedule", "--in", "1s", "--payload", source, "--table", "t",
+                           "--endpoint-url", endpoint)
+        assert code == 1
+        return one_line(err)
+
+    missing = tmp_path / "missing.json"
+    assert error(f"@{missing}") == (f"punctual: error: bad --payload @{missing}: cannot read '{missing}': "
+                                    "No such file or directory")
+    (tmp_path / "bad.json").write_text('{\n  "a": 1,\n  "b": \n}\n')
+    assert error(f"@{tmp_path / 'bad.json'}") == (
+        f"punctual: error: bad --payload @{tmp_path / 'bad.json'}: not JSON (Expecting value at line 4 column 1)")
+    assert error("-", stdin='{"a": ') == "punctual: error: bad --payload -: not JSON (Expecting value at character 6)"
+    assert error("-", stdin="") == "punctual: error: bad --payload -: not JSON (Expecting value at character 0)"
+    assert error("-", stdin="[1]") == "punctual: error: bad --payload -: must be a JSON object, got list"
+    (tmp_path / "latin1.json").write_bytes(b'{"a": "\xe9"}')
+    assert "cannot read" in error(f"@{tmp_path / 'latin1.json'}")  # JSON is UTF-8
+
+
+# ---- punctual get KEY | --id ID ------------------------------------------------------------------
+
+def test_get_by_key_or_by_id(capsys, tmp_path, stack):
+    """``get KEY`` shows the task; ``get --id ID`` (or a bare id) every pending task with that id,
+    earliest first; one JSON object a line with --json; a key or id with no pending task exits 3."""
+    table = stack.settings.table_name
+    client = PunctualClient(table, ddb=stack.ddb, clock=stack.deps.clock)
+    first = client.schedule(T0_MS + 3_600_000, {"n": 1}, id="order-42")
+    second = client.schedule(T0_MS + 7_200_000, {"n": Decimal("2.50")}, id="order-42")
+    client.schedule(T0_MS + 3_600_000, {"n": 3}, id="other")
+
+    code, out, err = run(capsys, tmp_path, "get", second.key, "--table", table)
+    assert code == 0, err
+    assert out == f"{second.key}  2027-01-01T02:00:00.000Z  {{\"n\":2.50}}\n"
+    for argv in (["--id", "order-42"], ["order-42"]):
+        code, out, err = run(capsys, tmp_path, "get", *argv, "--table", table, "--json")
+        assert code == 0, err
+        assert [json.loads(line) for line in out.splitlines()] == [
+            {"key": first.key, "due": "2027-01-01T01:00:00.000Z", "payload": {"n": 1}},
+            {"key": second.key, "due": "2027-01-01T02:00:00.000Z", "payload": {"n": 2.5}}]
+    code, _, err = run(capsys, tmp_path, "get", "--id", "nobody", "--table", table)
+    assert code == EXIT_NOT_FOUND
+    assert one_line(err) == "punctual: error: no scheduled task with id 'nobody' (already delivered or cancelled?)"
+    gone = f"{T0_MS + 60_000}#nobody"
+    code, _, err = run(capsys, tmp_path, "get", gone, "--table", table)
+    assert code == EXIT_NOT_FOUND
+    assert one_line(err) == f"punctual: error: not found: no pending task {gone!r}"

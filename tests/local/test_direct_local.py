@@ -38,7 +38,7 @@ def test_a_direct_template_provisions_the_topic_its_lambda_subscription_and_topi
         assert topic.arn == "arn:aws:sns:us-east-1:123456789012:punctual-control-topic"
         assert [t["TopicArn"] for t in clients["sns"].list_topics()["Topics"]] == [topic.arn]
         sub = model.subscriptions[SUBSCRIPTION]
-        dlq = next(q for q in model.queues.values() if q.name == "punctual-control-dlq")
+        dlq = next(q for q in model.queues.values() if q.name == "punctual-rule-dead-letter-queue")
         assert (sub.topic_arn, sub.function, sub.dlq_arn) == (topic.arn, POLLER, dlq.arn)
         # the lambda subscription is the SNS driver's, not moto's (moto would invoke its own Lambda)
         assert clients["sns"].list_subscriptions()["Subscriptions"] == []
@@ -76,7 +76,7 @@ def test_a_message_published_to_the_topic_invokes_the_poller_with_an_sns_event(l
     info = json.loads((local.opts.state_dir / "local.json").read_text())
     topic = local.model.topics[TOPIC].arn
     assert (info["delivery"], info["control_topic"]) == ("direct", topic)
-    assert "delay" not in info["queues"] and info["queues"]["control_dlq"].endswith("/punctual-control-dlq")
+    assert "delay" not in info["queues"] and info["queues"]["rule_dlq"].endswith("/punctual-rule-dead-letter-queue")
     assert [d.name for d in local.drivers if isinstance(d, SnsDriver)] == ["sns:punctual-control-topic"]
     poller = local.functions[POLLER]
     assert poller.deps.sns is not None  # the functions publish through the endpoint, as in Lambda

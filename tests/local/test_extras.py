@@ -62,3 +62,19 @@ def test_every_extra_named_exists_in_pyproject():
 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert set(extras.EXTRA_OF.values()) <= set(declared)
+
+
+@pytest.mark.parametrize("blocked, missing", [(("aws_cdk",), "aws_cdk"), (("aws_cdk", "constructs"), "aws_cdk, constructs"),
+                                              (("constructs",), "constructs")])
+def test_importing_the_construct_without_the_cdk_extra_names_the_extra(tmp_path, blocked, missing):
+    """``import punctual.cdk`` without aws-cdk-lib: a ModuleNotFoundError (an ImportError, as before) whose
+    message names the [cdk] extra and its install command, not a bare "No module named 'aws_cdk'"."""
+    probe = (f"import sys\nfor m in {blocked!r}:\n    sys.modules[m] = None\n"
+             "try:\n    import punctual.cdk\nexcept ModuleNotFoundError as exc:\n    print(exc.name, '|', exc)\n"
+             "else:\n    print('imported')\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    name = blocked[0]
+    assert proc.stdout.strip() == (
+        f"{name} | punctual.cdk (the Scheduler construct) needs {missing} (the [cdk] extra): "
+        "pip install 'punctual-aws[cdk]' (from a checkout: pip install '.[cdk]')")

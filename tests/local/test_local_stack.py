@@ -49,7 +49,7 @@ def test_resources_come_from_the_template(local):
     assert [t.name for t in m.tables.values()] == ["punctual-table"]
     assert set(q.name for q in m.queues.values()) == {
         "punctual-delay-dlq", "punctual-delay-queue", "punctual-delivery-dlq", "punctual-delivery-queue",
-        "punctual-rejected-queue"}
+        "punctual-rejected-queue", "punctual-rule-dead-letter-queue"}
     delay = next(q for q in m.queues.values() if q.name == "punctual-delay-queue")
     attrs = local.clients["sqs"].get_queue_attributes(QueueUrl=delay.url, AttributeNames=["All"])["Attributes"]
     assert json.loads(attrs["RedrivePolicy"])["deadLetterTargetArn"].endswith(":punctual-delay-dlq")

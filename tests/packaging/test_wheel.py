@@ -1,10 +1,10 @@
 """The wheel a user installs: one import package, and a construct that bundles Punctual's code
 even inside a CDK project that has ``functions/``, ``infra/`` and ``core/`` packages of its own.
 
-GIVEN the wheel built from this tree, installed into a fresh virtual environment (its
-dependencies, aws-cdk-lib among them, are borrowed from this repository's ``.venv`` through a
-``.pth`` line, so nothing is downloaded but the Lambda wheels the real bundling fetches, as in
-tests/infra/test_bundling.py),
+GIVEN the wheel built from this tree, installed into a fresh virtual environment as ``make dist``
+checks it (tests/packaging/check_dist.install_alone: its dependencies, aws-cdk-lib among them, are
+borrowed from this repository's ``.venv`` through a ``.pth`` line, so nothing is downloaded but the
+Lambda wheels the real bundling fetches, as in tests/infra/test_bundling.py),
 WHEN a user project with its own ``functions``, ``infra`` and ``core`` packages synthesizes a
 stack with ``punctual.cdk.Scheduler`` and a Lambda of its own,
 THEN the scheduler's asset holds Punctual's handlers and ``punctual.core`` and the user's asset
@@ -14,7 +14,6 @@ the user's code, and the three handlers import from the asset alone.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import sysconfig
@@ -24,6 +23,8 @@ from pathlib import Path
 
 import pytest
 from setuptools import find_packages
+
+from tests.packaging.check_dist import clean_environment, install_alone
 
 ROOT = Path(__file__).resolve().parents[2]
 USER_MARK = "USER-PROJECT-CODE"
@@ -44,9 +45,7 @@ app.synth()
 
 
 def _run(cmd: list[str], **kw) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] = "1"
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, **kw)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=clean_environment(), check=False, **kw)
     assert proc.returncode == 0, f"{' '.join(map(str, cmd))}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout
 
@@ -83,12 +82,9 @@ def test_wheel_installs_one_import_package(wheel):
 
 def test_user_project_with_its_own_functions_infra_and_core(wheel, tmp_path):
     # GIVEN a fresh venv with the wheel; its dependencies come from this repo's venv
-    venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)])
-    python = venv / "bin" / "python"
-    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip())
-    (site / "borrowed-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)])
+    installed = install_alone(wheel, tmp_path / "venv")
+    assert installed.returncode == 0, installed.stderr
+    python = tmp_path / "venv" / "bin" / "python"
 
     # ... and a user project whose packages share the names Punctual's repository uses
     project = tmp_path / "project"
