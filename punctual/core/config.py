@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-from .observability import DEFAULT_LEVEL, check_level
+from .log_levels import DEFAULT_LEVEL, check_level
 from .shards import MAX_SHARDS, partition_for, partitions, task_id_of
 
 MAX_DELAY_SECONDS = 900  # SQS DelaySeconds ceiling
@@ -119,7 +119,7 @@ class Settings:
     direct_max_wait_ms: int = 750
     # Shape of each delivery-queue message body: one of EVENT_FORMATS.
     event_format: str = "punctual"
-    # Log lines below this level are not written (observability.LEVELS; metrics always are).
+    # Log lines below this level are not written (log_levels.LEVELS; metrics always are).
     log_level: str = DEFAULT_LEVEL
     extra: Mapping[str, str] = field(default_factory=dict, compare=False)
 

@@ -9,7 +9,7 @@ workers (threads) log with it too and the local stack's concurrent functions kee
 Why our own lines rather than Lambda's JSON log format or Powertools Logger: docs/construct.md,
 "Logs and metrics".
 
-Levels are Python's names (:data:`LEVELS`); lines below the threshold (``PUNCTUAL_LOG_LEVEL``,
+Levels are Python's names (``log_levels.LEVELS``); lines below the threshold (``PUNCTUAL_LOG_LEVEL``,
 :func:`set_level`) are not written. Metric records are always written, split to stay within the
 EMF specification's limits (:func:`emf_records`).
 """
@@ -22,8 +22,9 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from .log_levels import DEFAULT_LEVEL, LEVELS, Level, check_level
 from .metrics_names import INSTANCE_DIMENSION
 
 if TYPE_CHECKING:
@@ -39,10 +40,6 @@ class LogStream(Protocol):
 
 _out: LogStream | None = None
 
-#: The level strings, with Python logging's names and numbers (one convention: "WARNING", never "WARN").
-Level = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
-LEVELS: dict[str, int] = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
-DEFAULT_LEVEL: Level = "INFO"
 _threshold = LEVELS[DEFAULT_LEVEL]
 # At most this much of a traceback is logged (the frames nearest the error are kept).
 MAX_TRACEBACK_CHARS = 8000
@@ -86,16 +83,9 @@ def start_invocation(context: Any) -> dict[str, Any]:
 
 
 def set_level(level: str) -> None:
-    """Write only lines at ``level`` or above (one of :data:`LEVELS`; ``Settings.log_level``)."""
+    """Write only lines at ``level`` or above (one of ``log_levels.LEVELS``; ``Settings.log_level``)."""
     global _threshold
     _threshold = LEVELS[check_level(level)]
-
-
-def check_level(level: str) -> str:
-    """``level`` if it is one of :data:`LEVELS`, else ValueError naming them."""
-    if level not in LEVELS:
-        raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
-    return level
 
 
 def error_text(exc: BaseException, limit: int = 200) -> str:

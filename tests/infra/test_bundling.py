@@ -132,7 +132,7 @@ def test_real_bundling_for_arm64(tmp_path):
     assert (asset / "punctual" / "functions" / "poller" / "handler.py").is_file()
     assert not (asset / "functions").exists()
     assert (asset / "punctual" / "core" / "planning.py").is_file()
-    assert not (asset / "punctual" / "client.py").exists() and not (asset / "punctual" / "bench").exists()
+    assert not (asset / "punctual" / "client").exists() and not (asset / "punctual" / "bench").exists()
     assert not (asset / "punctual" / "local").exists()
     # third party: pydantic and what it requires, nothing dev-only (moto, freezegun, pytest, ...)
     dists = {_dist_key(p.name.split("-")[0]) for p in asset.glob("*.dist-info")}

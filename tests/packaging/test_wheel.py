@@ -74,7 +74,8 @@ def test_wheel_installs_one_import_package(wheel):
     for shipped in ("punctual/cdk/construct.py", "punctual/cdk/_props.py", "punctual/cdk/_observability.py",
                     "punctual/cdk/bundling.py", "punctual/core/planning.py",
                     "punctual/functions/poller/handler.py", "punctual/functions/consumer/handler.py",
-                    "punctual/functions/editor/handler.py", "punctual/client.py"):
+                    "punctual/functions/editor/handler.py", "punctual/client/__init__.py",
+                    "punctual/client/table.py"):
         assert shipped in names
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     assert "Name: punctual-aws" in zipfile.ZipFile(wheel).read(meta).decode()

@@ -19,14 +19,12 @@ exists until after its event was sent (duplicates carry the same ``event_id``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from punctual.core import metrics_names as names
 from punctual.core import observability as obs
 from punctual.core.clock import sleep_until
 from punctual.core.consumer_rules import (
-    Control,
     Pending,
     PoisonMessage,
     hand_off,
@@ -35,29 +33,12 @@ from punctual.core.consumer_rules import (
     parse_record,
     plan_consume,
 )
-from punctual.core.models import DeliveredEvent
 from punctual.core.planning import MAX_EXTRA_WAKE_MS
 from punctual.core.retry import call_with_retry, time_left_ms
 from punctual.core.runtime import Deps
+from punctual.core.usecases.consume_report import ConsumeReport
 from punctual.core.usecases.deliver import delete_delivered, finish_deletes, read_rows, send_events
 from punctual.core.usecases.ensure_poll import RETRY_SECONDS, arm_for_controls, control_metrics, request_poll
-
-
-@dataclass
-class ConsumeReport:
-    failures: list[str] = field(default_factory=list)  # messageIds to redeliver
-    delivered: list[DeliveredEvent] = field(default_factory=list)
-    dropped: int = 0
-    rejected: int = 0
-    put_back: int = 0
-    poison: int = 0
-    controls: list[Control] = field(default_factory=list)  # poll requests and failure notices
-    undeleted: list[Pending] = field(default_factory=list)  # delivered, row not yet deleted
-    fenced: set[tuple[str, int]] = field(default_factory=set)  # (task pk, due second) fenced by this invocation
-
-    def response(self) -> dict[str, Any]:
-        seen = dict.fromkeys(self.failures)
-        return {"batchItemFailures": [{"itemIdentifier": mid} for mid in seen]}
 
 
 def queue_url_from_arn(arn: str) -> str:

@@ -23,7 +23,7 @@ delete only (``delete_only``), so an outage of the delete costs no duplicate.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from punctual.core import observability as obs
 from punctual.core.clock import sleep_until
@@ -34,10 +34,8 @@ from punctual.core.parallel import Skipped, pmap_or_stop
 from punctual.core.queues import Failed, Outgoing, send_all
 from punctual.core.runtime import Deps
 from punctual.core.store import delete_sent, fence_second, reject_row, restart_orphan_clock, rows_between
+from punctual.core.usecases.consume_report import ConsumeReport
 from punctual.core.usecases.ensure_poll import RETRY_SECONDS
-
-if TYPE_CHECKING:
-    from punctual.core.usecases.consume import ConsumeReport
 
 
 def read_rows(deps: Deps, group: list[Pending], report: ConsumeReport) -> list[tuple[Pending, Task]]:
