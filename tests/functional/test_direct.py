@@ -323,3 +323,16 @@ def test_a_direct_poll_near_its_deadline_sends_at_once_instead_of_waiting_for_it
     else:
         assert got == {"a": (0, 101, 750), "b": (0, 101, 300), "c": (0, 201, 950), "d": (0, 301, 1)}
 
+
+def test_a_phase_exactly_direct_max_wait_ms_away_is_waited_for(direct):
+    """The bound is inclusive: with direct_max_wait_ms 750 (the default), a row whose phase is
+    exactly 750 ms away waits for it and is visible on its due ms; one 751 ms away goes at once,
+    249 ms late. Kills issue 42's item 19 mutant: the phase waited for only when strictly nearer
+    than the bound (the 750 ms row then sent at once, 250 ms late)."""
+    direct.settings = direct.deps.settings = dataclasses.replace(direct.settings, direct_max_wait_ms=750)
+    sent = sends(direct)
+    direct.put_raw(sk(100_750, "at"), {"n": "at"})
+    direct.put_raw(sk(200_751, "past"), {"n": "past"})
+    poll(direct.deps)
+    assert {body["id"]: (at - T0_MS, delay, body["lateness_ms"]) for at, _, delay, body in sent} == {
+        "at": (750, 100, 0), "past": (0, 201, 249)}

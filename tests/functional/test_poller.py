@@ -468,6 +468,23 @@ def test_lost_message_is_resent_as_orphan(stack, frozen):
     assert {r[ATTR_ATTEMPT]["N"] for r in row_map(stack).values()} == {"2"}
 
 
+def test_a_past_due_rows_orphan_check_counts_from_its_send_not_its_due(stack, frozen):
+    """A row put an hour past due (a "run now", a redriven row) is sent at once by a poll at
+    T0 + 20 s, and its message is lost. The poll that looks for it is armed for the first minute
+    after its send plus the orphan grace (5:20 -> 6:00), and resends it then (attempt 2); none comes
+    before, to find it still in flight. Kills issue 42's item 19 mutant: the grace of a row sent
+    counted from its due alone (the next poll armed for 1:00: an invocation more per past-due send)."""
+    frozen.tick(20)
+    key = sk(-3_600 * S, "an-hour-late")
+    stack.put_raw(key, {"n": "x"})
+    assert poll(stack.deps).sent == 1
+    assert rule_state(stack) == ("ENABLED", T0_MS + 6 * MIN)
+    assert [b["sk"] for b in delay_bodies(stack)] == [key]  # received and deleted, never delivered: lost
+    report = poll_when_armed(stack, frozen)
+    assert now_ms() == T0_MS + 6 * MIN and report.sent == 1
+    (body,) = delay_bodies(stack)
+    assert (body["sk"], body["attempt"]) == (key, 2)
+
 def _visible(stack) -> int:
     attrs = stack.sqs.get_queue_attributes(QueueUrl=stack.settings.delay_queue_url,
                                            AttributeNames=["ApproximateNumberOfMessages"])
