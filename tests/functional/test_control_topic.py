@@ -117,15 +117,21 @@ def test_with_the_rule_failing_the_event_is_retried_and_then_asked_afresh(world)
     assert len(fresh.message) < 400  # one small message, not the nested record
 
 
-def test_a_chain_for_the_rule_armed_alone_ends_two_minutes_after_its_first_time(world):
-    """The table refusing writes: the rule is armed alone and the request goes round (retries, then
-    asked afresh) until ARMED_ALONE_ASK_AGAIN_MS after the time first wanted, as the consumer's does."""
-    deps, aws = world
+def _armed_alone_request(deps: Deps, aws: GatedAws) -> dict:
+    """The table refusing writes from now on, a request wanted by T0 served once: the rule armed
+    alone, the event raises AskAgain (Lambda retries it); the event."""
     Faults(deps.ddb).fail("UpdateItem", "InternalError", times=1_000)
     request_poll(deps, T0, "a poll failed")
     event = _event(aws)
     with pytest.raises(AskAgain, match="armed alone"):
         serve_controls(event, deps)
+    return event
+
+def test_a_chain_for_the_rule_armed_alone_ends_two_minutes_after_its_first_time(world):
+    """The table refusing writes: the rule is armed alone and the request goes round (retries, then
+    asked afresh) until ARMED_ALONE_ASK_AGAIN_MS after the time first wanted, as the consumer's does."""
+    deps, aws = world
+    event = _armed_alone_request(deps, aws)
     deps.clock.set(T0 + 3 * MINUTE_MS)  # Lambda's 1 + 2 minutes of retries ran out
     record = async_failure_record(event, POLLER, 3, deps.clock.now_ms(), "AskAgain")
     deps.sns.publish(TopicArn=TOPIC, Message=json.dumps(for_sns_destination(record)))
@@ -168,11 +174,7 @@ def test_a_chain_nested_twice_keeps_its_first_time_and_ends_two_minutes_after_it
     42's item 17 mutant: serve_controls following one level of nesting only (the fresh request kept
     N1's time, +60 s, and the chain ran a round longer)."""
     deps, aws = world
-    Faults(deps.ddb).fail("UpdateItem", "InternalError", times=1_000)
-    request_poll(deps, T0, "a poll failed")
-    request = _event(aws)
-    with pytest.raises(AskAgain, match="armed alone"):
-        serve_controls(request, deps)
+    request = _armed_alone_request(deps, aws)
     deps.clock.set(T0 + 60_000)  # the retry failed alike; Lambda's record of it goes to the topic
     deps.sns.publish(TopicArn=TOPIC, Message=json.dumps(async_failure_record(request, POLLER, 2, T0 + 60_000)))
     n1 = _event(aws)

@@ -285,18 +285,21 @@ def test_a_direct_send_emits_the_consumers_lateness_and_delivered_metrics(direct
     assert values_of(emf, DELIVERED) == [3]
 
 
-def test_by_default_a_phase_more_than_750_ms_away_is_not_waited_for(direct):
+@pytest.mark.parametrize("offset_ms, sent_at_delay_late", [
+    (300_999, (0, 301, 1)), (100_700, (700, 100, 0)), (100_750, (750, 100, 0)), (200_751, (0, 201, 249))],
+    ids=["phase-999-ms-away", "700", "750", "751"])
+def test_by_default_a_phase_more_than_750_ms_away_is_not_waited_for(direct, offset_ms, sent_at_delay_late):
     """direct_max_wait_ms 750 (the default): a row whose phase is 999 ms away is sent at once with
-    its delay rounded up (visible 1 ms after its due ms, never before); one 700 ms away waits for it.
-    Mutant: the wait bound ignored (the first row sent at 999 ms)."""
+    its delay rounded up (visible 1 ms after its due ms, never before); one 700 ms away waits for it;
+    the bound is inclusive: 750 ms away waits (on its due ms), 751 ms goes at once (249 ms late).
+    Mutants: the wait bound ignored (the first row sent at 999 ms); the bound made strict (issue 42,
+    item 19: the 750 ms row sent at once, 250 ms late)."""
     assert Settings().direct_max_wait_ms == 750
     direct.settings = direct.deps.settings = dataclasses.replace(direct.settings, direct_max_wait_ms=750)
     sent = sends(direct)
-    direct.put_raw(sk(300_999, "far"), {"n": "far"})
-    direct.put_raw(sk(100_700, "near"), {"n": "near"})
+    direct.put_raw(sk(offset_ms, "row"), {"n": "row"})
     poll(direct.deps)
-    assert {body["id"]: (at - T0_MS, delay, body["lateness_ms"]) for at, _, delay, body in sent} == {
-        "far": (0, 301, 1), "near": (700, 100, 0)}
+    assert [(at - T0_MS, delay, body["lateness_ms"]) for at, _, delay, body in sent] == [sent_at_delay_late]
 
 
 @pytest.mark.parametrize("left_ms, aligned", [(1_500, False), (4_999, False), (5_000, True)])
@@ -322,17 +325,3 @@ def test_a_direct_poll_near_its_deadline_sends_at_once_instead_of_waiting_for_it
         assert got == {"c": (50, 200, 0), "a": (250, 100, 0), "b": (700, 100, 0), "d": (999, 300, 0)}
     else:
         assert got == {"a": (0, 101, 750), "b": (0, 101, 300), "c": (0, 201, 950), "d": (0, 301, 1)}
-
-
-def test_a_phase_exactly_direct_max_wait_ms_away_is_waited_for(direct):
-    """The bound is inclusive: with direct_max_wait_ms 750 (the default), a row whose phase is
-    exactly 750 ms away waits for it and is visible on its due ms; one 751 ms away goes at once,
-    249 ms late. Kills issue 42's item 19 mutant: the phase waited for only when strictly nearer
-    than the bound (the 750 ms row then sent at once, 250 ms late)."""
-    direct.settings = direct.deps.settings = dataclasses.replace(direct.settings, direct_max_wait_ms=750)
-    sent = sends(direct)
-    direct.put_raw(sk(100_750, "at"), {"n": "at"})
-    direct.put_raw(sk(200_751, "past"), {"n": "past"})
-    poll(direct.deps)
-    assert {body["id"]: (at - T0_MS, delay, body["lateness_ms"]) for at, _, delay, body in sent} == {
-        "at": (750, 100, 0), "past": (0, 201, 249)}
