@@ -223,3 +223,25 @@ def test_the_fence_covers_the_partitions_due_second_a_later_task_in_it_is_refuse
     got = delivered(stack)
     assert [(e["key"], e["lateness_ms"]) for e in got] == [(first, 0), (second, 0)]
     assert stack.rows() == []
+
+
+def test_the_fence_expires_a_day_after_its_second_in_epoch_seconds(stack, frozen):
+    """DynamoDB's TTL reads epoch seconds and ignores a time more than five years ahead: a fence
+    written in ms would never expire, one item per partition and due second delivered piling up for
+    good. GIVEN a task due 1.5 s into 2027 WHEN it is delivered THEN its fence item holds the second
+    it fences (ms) and expires exactly a day after that second, in seconds. Kills issue 42's item 15
+    mutant: ``punctual_expires`` written in ms (1,798,848,001,000: read as seconds, some 57,000 years
+    ahead)."""
+    from punctual.core.config import ATTR_EXPIRES, META_PK
+    from punctual.core.keys import fence_key
+
+    due = T0_MS + 1_500
+    sk = schedule(stack, due, "ttl", {"v": "x"})
+    enqueue(stack, sk, due, delay_seconds=0)
+    assert run_consumer(stack) == {"batchItemFailures": []}
+    assert [e["key"] for e in delivered(stack)] == [sk]
+    fence = stack.ddb.get_item(TableName=stack.settings.table_name, ConsistentRead=True,
+                               Key={"pk": {"S": META_PK}, "sk": {"S": fence_key("scheduler", due)}})["Item"]
+    assert fence["sk"]["S"] == "fence#scheduler#1798761601000"
+    assert fence[ATTR_EXPIRES] == {"N": "1798848001"}  # 2027-01-02T00:00:01Z, in seconds
+    assert fence["fenced_ms"] == {"N": str(due)}  # written at the due ms, after the wait

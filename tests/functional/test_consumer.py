@@ -567,6 +567,31 @@ def test_a_group_is_delivered_on_its_rows_due_times_with_batched_sends(stack, fr
     assert stack.rows() == []
 
 
+def test_a_group_whose_rows_were_claimed_at_different_ms_is_deleted_whole_and_delivered_once(stack, frozen):
+    """A poll claims a group's rows one after the other (here a claim takes 1 ms); the message
+    carries the latest claim's time, so each row but the last holds an earlier send mark. The
+    delete's condition (the row's mark no later than the message's) takes them all out, and the
+    poll after the orphan grace finds nothing to send again. Kills issue 42's item 19 mutant: the
+    conditional delete requiring the very mark (``=`` for ``<=``: the rows claimed first left as
+    "written over", then sent again by the orphan check: a duplicate each)."""
+    from punctual.core.usecases.poll import poll
+
+    stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, send_workers=1)
+    sks = [schedule(stack, T0_MS + 10_000, f"g{i}") for i in range(3)]
+    stack.ddb.meta.events.register("after-call.dynamodb.UpdateItem", lambda **_: frozen.tick(0.001))
+    assert poll(stack.deps).sent == 3
+    marks = [int(row[ATTR_ENQUEUED_MS]["N"]) for row in stack.rows()]
+    assert marks == [marks[0], marks[0] + 1, marks[0] + 2]  # claimed at three different ms
+    frozen.tick(10)
+    event = receive_event(stack)
+    (record,) = event["Records"]  # one message for the three rows, with the latest claim's time
+    assert json.loads(record["body"])["enqueued_ms"] == marks[2]
+    assert run_consumer(stack, event) == {"batchItemFailures": []}
+    assert sorted(e["key"] for e in delivered(stack)) == sks
+    assert stack.rows() == []  # every row taken out
+    frozen.tick(stack.settings.orphan_grace_ms / 1000)
+    assert poll(stack.deps).sent == 0 and delivered(stack) == []
+
 def test_deletes_in_a_wait_never_hold_back_the_next_run(stack, frozen):
     """Each DeleteItem takes 20 ms here: of the first run's ten deletes, those started before the
     second run is 50 ms away (DELETE_WHILE_WAITING_MS) are made in the wait, the rest after the

@@ -9,6 +9,7 @@ import json
 from dataclasses import replace
 
 import pytest
+from botocore.exceptions import ClientError
 
 from functions.poller.handler import handler as poller_handler
 from punctual.core.arming import read_arm
@@ -116,15 +117,21 @@ def test_with_the_rule_failing_the_event_is_retried_and_then_asked_afresh(world)
     assert len(fresh.message) < 400  # one small message, not the nested record
 
 
-def test_a_chain_for_the_rule_armed_alone_ends_two_minutes_after_its_first_time(world):
-    """The table refusing writes: the rule is armed alone and the request goes round (retries, then
-    asked afresh) until ARMED_ALONE_ASK_AGAIN_MS after the time first wanted, as the consumer's does."""
-    deps, aws = world
+def _armed_alone_request(deps: Deps, aws: GatedAws) -> dict:
+    """The table refusing writes from now on, a request wanted by T0 served once: the rule armed
+    alone, the event raises AskAgain (Lambda retries it); the event."""
     Faults(deps.ddb).fail("UpdateItem", "InternalError", times=1_000)
     request_poll(deps, T0, "a poll failed")
     event = _event(aws)
     with pytest.raises(AskAgain, match="armed alone"):
         serve_controls(event, deps)
+    return event
+
+def test_a_chain_for_the_rule_armed_alone_ends_two_minutes_after_its_first_time(world):
+    """The table refusing writes: the rule is armed alone and the request goes round (retries, then
+    asked afresh) until ARMED_ALONE_ASK_AGAIN_MS after the time first wanted, as the consumer's does."""
+    deps, aws = world
+    event = _armed_alone_request(deps, aws)
     deps.clock.set(T0 + 3 * MINUTE_MS)  # Lambda's 1 + 2 minutes of retries ran out
     record = async_failure_record(event, POLLER, 3, deps.clock.now_ms(), "AskAgain")
     deps.sns.publish(TopicArn=TOPIC, Message=json.dumps(for_sns_destination(record)))
@@ -156,3 +163,30 @@ def test_without_a_topic_nor_a_delay_queue_no_poll_can_be_asked_for(world):
     deps, _ = world
     with pytest.raises(NoPollRequests):
         request_poll(replace(deps, settings=replace(deps.settings, control_topic_arn="")), None, "x")
+
+
+def test_a_chain_nested_twice_keeps_its_first_time_and_ends_two_minutes_after_it(world):
+    """The table refusing writes (the rule armed alone), a request wanted by T0 goes round: Lambda's
+    record of its retries (N1, at +60 s: the poller's events live 120 s) is served while the topic
+    refuses the publish, so that invocation fails too, and Lambda's record of it (N2, at +120 s)
+    nests N1, which nests the request. Served, N2 asks afresh with the request's own time, T0, and
+    that request, served at +120 s, ends the chain (ARMED_ALONE_ASK_AGAIN_MS after T0). Kills issue
+    42's item 17 mutant: serve_controls following one level of nesting only (the fresh request kept
+    N1's time, +60 s, and the chain ran a round longer)."""
+    deps, aws = world
+    request = _armed_alone_request(deps, aws)
+    deps.clock.set(T0 + 60_000)  # the retry failed alike; Lambda's record of it goes to the topic
+    deps.sns.publish(TopicArn=TOPIC, Message=json.dumps(async_failure_record(request, POLLER, 2, T0 + 60_000)))
+    n1 = _event(aws)
+    refusing = Faults(deps.sns).fail("Publish", "InternalError", times=1_000)
+    with pytest.raises(ClientError):
+        serve_controls(n1, deps)  # asking afresh fails: this invocation fails, and is retried alike
+    refusing.clear()
+    deps.clock.set(T0 + 120_000)
+    deps.sns.publish(TopicArn=TOPIC, Message=json.dumps(async_failure_record(n1, POLLER, 2, T0 + 120_000)))
+    n2 = _event(aws)
+    assert serve_controls(n2, deps)["asked_again"] == "the rule was armed alone: the meta row could not be written"
+    fresh = _event(aws)
+    assert json.loads(fresh["Records"][0]["Sns"]["Message"])["poll_by_ms"] == T0  # the chain's first time
+    assert serve_controls(fresh, deps) == {"controls": 1, "poll_by_ms": T0}  # done: no AskAgain
+    assert aws.published == []

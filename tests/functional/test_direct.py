@@ -299,15 +299,43 @@ def test_a_direct_send_emits_the_consumers_lateness_and_delivered_metrics(direct
     assert values_of(emf, DELIVERED) == [3]
 
 
-def test_by_default_a_phase_more_than_750_ms_away_is_not_waited_for(direct):
+@pytest.mark.parametrize("offset_ms, sent_at_delay_late", [
+    (300_999, (0, 301, 1)), (100_700, (700, 100, 0)), (100_750, (750, 100, 0)), (200_751, (0, 201, 249))],
+    ids=["phase-999-ms-away", "700", "750", "751"])
+def test_by_default_a_phase_more_than_750_ms_away_is_not_waited_for(direct, offset_ms, sent_at_delay_late):
     """direct_max_wait_ms 750 (the default): a row whose phase is 999 ms away is sent at once with
-    its delay rounded up (visible 1 ms after its due ms, never before); one 700 ms away waits for it.
-    Mutant: the wait bound ignored (the first row sent at 999 ms)."""
+    its delay rounded up (visible 1 ms after its due ms, never before); one 700 ms away waits for it;
+    the bound is inclusive: 750 ms away waits (on its due ms), 751 ms goes at once (249 ms late).
+    Mutants: the wait bound ignored (the first row sent at 999 ms); the bound made strict (issue 42,
+    item 19: the 750 ms row sent at once, 250 ms late)."""
     assert Settings().direct_max_wait_ms == 750
     direct.settings = direct.deps.settings = dataclasses.replace(direct.settings, direct_max_wait_ms=750)
     sent = sends(direct)
-    direct.put_raw(sk(300_999, "far"), {"n": "far"})
-    direct.put_raw(sk(100_700, "near"), {"n": "near"})
+    direct.put_raw(sk(offset_ms, "row"), {"n": "row"})
     poll(direct.deps)
-    assert {body["id"]: (at - T0_MS, delay, body["lateness_ms"]) for at, _, delay, body in sent} == {
-        "far": (0, 301, 1), "near": (700, 100, 0)}
+    assert [(at - T0_MS, delay, body["lateness_ms"]) for at, _, delay, body in sent] == [sent_at_delay_late]
+
+
+@pytest.mark.parametrize("left_ms, aligned", [(1_500, False), (4_999, False), (5_000, True)])
+def test_a_direct_poll_near_its_deadline_sends_at_once_instead_of_waiting_for_its_phases(direct, left_ms, aligned):
+    """As in the default mode (tests/functional/test_poller.py): with less than ALIGN_RESERVE_MS (5 s)
+    of the invocation left, every event goes at once, its delay rounded up (up to a second late,
+    never early), instead of waiting up to a second for its phase. GIVEN rows whose phases are 250,
+    700, 50 and 999 ms away and 1,500, 4,999 or 5,000 ms left THEN with 1,500 and 4,999 all go at T0,
+    with 5,000 each at its phase (on its due ms); and the rows sent are taken out. Kills issue 42's
+    item 16 mutants: ``_time_to_align`` dropped, ALIGN_RESERVE_MS cut to 500 ms (the 1,500 ms poll's
+    sends end at its 999 ms phase, too late to take the rows out, store.DELETE_RESERVE_MS: each
+    delivered again by its orphan check)."""
+    from punctual.core.retry import set_deadline
+
+    sent = sends(direct)
+    for name, off in {"a": 100_250, "b": 100_700, "c": 200_050, "d": 300_999}.items():
+        direct.put_raw(sk(off, name), {"n": name})
+    set_deadline(T0_MS + left_ms)
+    assert poll(direct.deps).sent == 4
+    assert direct.rows() == []  # taken out: no orphan check sends them again
+    got = {body["id"]: (at - T0_MS, delay, body["lateness_ms"]) for at, _, delay, body in sent}
+    if aligned:
+        assert got == {"c": (50, 200, 0), "a": (250, 100, 0), "b": (700, 100, 0), "d": (999, 300, 0)}
+    else:
+        assert got == {"a": (0, 101, 750), "b": (0, 101, 300), "c": (0, 201, 950), "d": (0, 301, 1)}

@@ -326,3 +326,34 @@ def test_a_poll_armed_alone_is_asked_for_again_for_two_minutes_only(stack, froze
         rounds += 1
         frozen.tick(RETRY_S)
     assert rounds == 1 + 120 // RETRY_S  # asked at T0, then again at +20 .. +100 s; at +120 s no more
+
+
+def test_a_failure_notice_beside_a_later_poll_request_arms_the_first_safe_minute(stack, frozen):
+    """A poll failed for good (Lambda's OnFailure record of its rule event: a poll wanted as soon as
+    possible) and an editor asked for a poll by its own row's due, 10 minutes ahead: one batch. The
+    failed poll's rows may be due in a minute: the rule is armed for the first minute still safe,
+    whose poll sends the row due in 2 minutes on time. Kills issue 42's item 14 mutant: the notice's
+    "as soon as possible" dropped when the batch holds a later request (the rule armed for the
+    request's minute: the row 8 minutes late)."""
+    from punctual.core.models import PollRequest
+    from punctual.lambda_events import async_failure_record
+    from tests.consumer_support import receive_event, run_consumer
+
+    s = stack.settings
+    soon = sk(2 * MINUTE_MS, "behind-the-failed-poll")
+    stack.put_raw(soon, {"x": "1"})
+    notice = async_failure_record({"id": "rule-event-1", "source": "aws.events"},
+                                  "arn:aws:lambda:us-east-1:123456789012:function:punctual-poller", 3, T0_MS, "boom")
+    later = PollRequest(poll_by_ms=T0_MS + 10 * MINUTE_MS, reason="an editor could not arm")
+    for body in (later.body(), json.dumps(notice)):
+        stack.sqs.send_message(QueueUrl=s.delay_queue_url, MessageBody=body)
+    event = receive_event(stack)
+    assert len(event["Records"]) == 2  # one batch
+    assert run_consumer(stack, event) == {"batchItemFailures": []}
+    first_safe = next_minute_after(T0_MS + ARM_MARGIN_MS)
+    assert first_safe == T0_MS + MINUTE_MS and rule_state(stack) == ("ENABLED", first_safe)
+    frozen.tick((first_safe - T0_MS) / S)  # the rule fires
+    sent = SentLog(stack.sqs)
+    assert poll(stack.deps).sent == 1
+    (entry,) = sent.entries
+    assert (json.loads(entry["MessageBody"])["sk"], entry["DelaySeconds"]) == (soon, 59)  # woken 1.2 s early

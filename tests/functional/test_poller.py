@@ -118,6 +118,38 @@ def test_a_poll_sends_each_message_at_the_phase_that_lands_it_on_its_aligned_wak
     assert max(at for at, _ in by_row.values()) < T0_MS + 1000
 
 
+@pytest.mark.parametrize("left_ms, aligned", [(900, False), (4_999, False), (5_000, True)])
+def test_a_poll_near_its_deadline_sends_at_once_instead_of_waiting_for_its_phases(stack, frozen, left_ms, aligned):
+    """Aligned sends wait up to a second for their phases: a poll with less than ALIGN_RESERVE_MS (5 s)
+    of its invocation left sends every message at once instead, visible up to wake_early_ms before
+    due as by default, so that Lambda's timeout never cuts it mid-send (its retry would send again
+    what it had sent). GIVEN the four rows above and 900, 4,999 or 5,000 ms left WHEN the poll sends
+    THEN with 900 and 4,999 every message goes at T0 (DelaySeconds rounded up from due - 1.2 s), with
+    5,000 each at its phase; none is sent past the deadline (a send after it is the timeout: the
+    poll dies). Kills issue 42's item 16 mutants: ``_time_to_align`` dropped (the 900 ms poll dies at
+    its 950 ms phase) and ALIGN_RESERVE_MS cut to 500 ms (the same; at 4,999 ms, aligned)."""
+    from punctual.core.retry import set_deadline
+
+    stack.settings = stack.deps.settings = dataclasses.replace(
+        stack.settings, group_span_ms=0, aligned_wake_ms=300, align_step_ms=100, align_min_messages=3)
+    sent = _send_times(stack)
+    for name, off in {"a": 100_250, "b": 100_700, "c": 200_050, "d": 300_999}.items():
+        stack.put_raw(sk(off, name), {"n": name})
+    deadline = T0_MS + left_ms
+
+    def timeout(**_):
+        if now_ms() >= deadline:
+            raise InjectedCrash("Lambda's timeout: the poll is cut mid-send")
+
+    stack.sqs.meta.events.register("before-call.sqs.SendMessageBatch", timeout)
+    set_deadline(deadline)
+    assert poll(stack.deps).sent == 4
+    by_row = {key.split("#")[1]: (at - T0_MS, delay) for at, delay, key in sent}
+    if aligned:  # as above: visible 300 ms before due, or at most the 100 ms step later
+        assert by_row == {"b": (400, 100), "d": (750, 300), "c": (750, 199), "a": (950, 99)}
+    else:  # ceil((due - 1,200) / 1,000)
+        assert by_row == {"a": (0, 100), "b": (0, 100), "c": (0, 199), "d": (0, 300)}
+
 def test_a_poll_with_fewer_messages_than_align_min_sends_them_all_at_once(stack):
     """Under align_min_messages the poll's second of waiting costs more than the consumers save:
     every message goes at once, made visible up to wake_early_ms (1.2 s) before due as by default."""
@@ -435,6 +467,23 @@ def test_lost_message_is_resent_as_orphan(stack, frozen):
     assert sorted(b["sk"] for b in bodies) == keys and {b["attempt"] for b in bodies} == {2}
     assert {r[ATTR_ATTEMPT]["N"] for r in row_map(stack).values()} == {"2"}
 
+
+def test_a_past_due_rows_orphan_check_counts_from_its_send_not_its_due(stack, frozen):
+    """A row put an hour past due (a "run now", a redriven row) is sent at once by a poll at
+    T0 + 20 s, and its message is lost. The poll that looks for it is armed for the first minute
+    after its send plus the orphan grace (5:20 -> 6:00), and resends it then (attempt 2); none comes
+    before, to find it still in flight. Kills issue 42's item 19 mutant: the grace of a row sent
+    counted from its due alone (the next poll armed for 1:00: an invocation more per past-due send)."""
+    frozen.tick(20)
+    key = sk(-3_600 * S, "an-hour-late")
+    stack.put_raw(key, {"n": "x"})
+    assert poll(stack.deps).sent == 1
+    assert rule_state(stack) == ("ENABLED", T0_MS + 6 * MIN)
+    assert [b["sk"] for b in delay_bodies(stack)] == [key]  # received and deleted, never delivered: lost
+    report = poll_when_armed(stack, frozen)
+    assert now_ms() == T0_MS + 6 * MIN and report.sent == 1
+    (body,) = delay_bodies(stack)
+    assert (body["sk"], body["attempt"]) == (key, 2)
 
 def _visible(stack) -> int:
     attrs = stack.sqs.get_queue_attributes(QueueUrl=stack.settings.delay_queue_url,
