@@ -11,7 +11,7 @@ Why our own lines rather than Lambda's JSON log format or Powertools Logger: doc
 
 Levels are Python's names (:data:`LEVELS`); lines below the threshold (``PUNCTUAL_LOG_LEVEL``,
 :func:`set_level`) are not written. Metric records are always written, split to stay within the
-EMF specification's limits (:func:`emf_records`).
+EMF specification's limits and CloudWatch Logs' size of one log event (:func:`emf_records`).
 """
 
 from __future__ import annotations
@@ -52,6 +52,12 @@ MAX_TRACEBACK_CHARS = 8000
 EMF_MAX_VALUES = 100  # values of one metric in one record (a longer array is not extracted)
 EMF_MAX_METRICS = 100  # MetricDefinition objects in one directive
 EMF_MAX_DIMENSIONS = 30  # dimension keys in one DimensionSet
+# CloudWatch Logs' PutLogEvents: "Each log event can be no larger than 256 KB", and a batch's size is
+# "the sum of all event messages in UTF-8, plus 26 bytes for each log event" (CloudWatch Logs API
+# reference, PutLogEvents). A record's line is kept to 262,144 bytes with those 26 counted, the
+# reading that holds whichever way the limit counts them (the newline is not part of the event).
+LOG_EVENT_MAX_BYTES = 262_144
+LOG_EVENT_OVERHEAD_BYTES = 26
 # What every line of the current invocation carries (request_id, cold_start). A context variable:
 # the send workers of parallel.pmap inherit it, and the local stack's functions (threads of one
 # process) each keep their own.
@@ -116,6 +122,9 @@ def log(level: Level, message: str, exc: BaseException | None = None, **fields: 
     _write(json.dumps(record, default=str, separators=(",", ":")))
 
 
+_Values = tuple[str, str, "float | list[float]"]  # (name, unit, a value or up to EMF_MAX_VALUES of them)
+
+
 def emf_records(
     namespace: str,
     dimensions: Mapping[str, str],
@@ -127,14 +136,17 @@ def emf_records(
     specification's limits: at most :data:`EMF_MAX_VALUES` values per metric and
     :data:`EMF_MAX_METRICS` metrics per record (record k carries the k-th slice of every metric
     that has one); one dimension set of at most :data:`EMF_MAX_DIMENSIONS` keys (more is an
-    error). A metric with no values is left out. ``properties`` ride along on every record
-    without overriding a metric, a dimension or ``_aws``. Pure: no I/O."""
+    error); and each record's line (:func:`emf_line`) fits one CloudWatch Logs event
+    (:func:`fits_log_event`: a record over it is split in two, its metrics or else its values, until
+    each fits; a single value that cannot fit with the properties is an error). A metric with no
+    values is left out. ``properties`` ride along on every record without overriding a metric, a
+    dimension or ``_aws``. Pure: no I/O."""
     if len(dimensions) > EMF_MAX_DIMENSIONS:
         raise ValueError(f"an EMF dimension set has at most {EMF_MAX_DIMENSIONS} keys, got {len(dimensions)}")
     names = [name for name, _, _ in metrics]
     if len(set(names)) != len(names) or set(names) & set(dimensions):
         raise ValueError(f"metric names must be distinct and not dimensions: {names}")
-    slices: list[list[tuple[str, str, float | list[float]]]] = []
+    slices: list[list[_Values]] = []
     for name, unit, value in metrics:
         if isinstance(value, int | float):
             chunks: list[float | list[float]] = [value]
@@ -145,24 +157,50 @@ def emf_records(
             if k == len(slices):
                 slices.append([])
             slices[k].append((name, unit, chunk))
-    records = []
-    for part in slices:
-        for i in range(0, len(part), EMF_MAX_METRICS):
-            batch = part[i:i + EMF_MAX_METRICS]
-            records.append({
-                **(properties or {}),
-                "_aws": {
-                    "Timestamp": timestamp_ms,
-                    "CloudWatchMetrics": [{
-                        "Namespace": namespace,
-                        "Dimensions": [sorted(dimensions)],
-                        "Metrics": [{"Name": name, "Unit": unit} for name, unit, _ in batch],
-                    }],
-                },
-                **{name: value for name, _, value in batch},
-                **dimensions,
-            })
-    return records
+
+    def record(batch: list[_Values]) -> dict[str, Any]:
+        return {
+            **(properties or {}),
+            "_aws": {
+                "Timestamp": timestamp_ms,
+                "CloudWatchMetrics": [{
+                    "Namespace": namespace,
+                    "Dimensions": [sorted(dimensions)],
+                    "Metrics": [{"Name": name, "Unit": unit} for name, unit, _ in batch],
+                }],
+            },
+            **{name: value for name, _, value in batch},
+            **dimensions,
+        }
+
+    return [rec for part in slices for i in range(0, len(part), EMF_MAX_METRICS)
+            for rec in _sized(part[i:i + EMF_MAX_METRICS], record)]
+
+
+def emf_line(record: Mapping[str, Any]) -> str:
+    """A record as the line written (:func:`metrics`)."""
+    return json.dumps(record, default=str, separators=(",", ":"))
+
+
+def fits_log_event(line: str) -> bool:
+    """Whether ``line`` fits one CloudWatch Logs event, its overhead counted (:data:`LOG_EVENT_MAX_BYTES`)."""
+    return len(line.encode("utf-8")) + LOG_EVENT_OVERHEAD_BYTES <= LOG_EVENT_MAX_BYTES
+
+
+def _sized(batch: list[_Values], record: Any) -> list[dict[str, Any]]:
+    """``record(batch)``, or, when its line does not fit one log event, the records of its halves: by
+    metrics, or for a single metric by values."""
+    rec = record(batch)
+    if fits_log_event(emf_line(rec)):
+        return [rec]
+    if len(batch) > 1:
+        half = len(batch) // 2
+        return _sized(batch[:half], record) + _sized(batch[half:], record)
+    name, unit, value = batch[0]
+    if not isinstance(value, list) or len(value) < 2:
+        raise ValueError(f"an EMF record of metric {name} does not fit one log event ({LOG_EVENT_MAX_BYTES} bytes)")
+    half = len(value) // 2
+    return _sized([(name, unit, value[:half])], record) + _sized([(name, unit, value[half:])], record)
 
 
 def metric(
@@ -201,4 +239,4 @@ def metrics(
         timestamp_ms if timestamp_ms is not None else int(time.time() * 1000),
         {**properties, **(_invocation.get() or {})},
     ):
-        _write(json.dumps(record, default=str, separators=(",", ":")))
+        _write(emf_line(record))

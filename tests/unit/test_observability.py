@@ -145,6 +145,53 @@ def test_dimension_sets_over_30_keys_and_clashing_names_are_refused():
         obs.emf_records("N", {"Instance": "x"}, [("Instance", "Count", 1)], 1)
 
 
+# CloudWatch Logs: "Each log event can be no larger than 256 KB"; a batch counts "the sum of all event
+# messages in UTF-8, plus 26 bytes for each log event" (API reference, PutLogEvents).
+LOG_EVENT_BYTES, LOG_EVENT_OVERHEAD = 262_144, 26
+
+
+@pytest.mark.parametrize("over", [0, 1])
+def test_a_record_is_split_where_its_line_would_pass_one_log_event(over):
+    """GIVEN two metrics whose record's line, with its properties, is exactly one log event (26 bytes of
+    overhead counted) or one byte more WHEN emitted THEN one line of exactly 262,118 bytes, or two
+    lines that each fit and together carry every value once."""
+    s = Settings(instance_name="i")
+    metrics = [(LATENESS_MS, "Milliseconds", [1, 2, 3]), (REJECTED_ROWS, "Count", 4)]
+
+    def lines(pad: int) -> list[str]:
+        buf = io.StringIO()
+        obs.set_stream(buf)
+        try:
+            obs.metrics(s, metrics, timestamp_ms=7, note="x" * pad)
+        finally:
+            obs.set_stream(None)
+        return buf.getvalue().splitlines()
+
+    (bare,) = lines(0)
+    room = LOG_EVENT_BYTES - LOG_EVENT_OVERHEAD - len(bare.encode("utf-8"))
+    out = lines(room + over)
+    sizes = [len(line.encode("utf-8")) for line in out]
+    assert sizes == [262_118] if not over else len(sizes) == 2
+    assert all(len(line.encode("utf-8")) + LOG_EVENT_OVERHEAD <= LOG_EVENT_BYTES for line in out)
+    records = [json.loads(line) for line in out]
+    for rec in records:
+        assert_valid_emf(rec)
+    assert values_of(records, LATENESS_MS) == [1, 2, 3] and values_of(records, REJECTED_ROWS) == [4]
+
+
+def test_one_metrics_values_are_halved_until_each_record_fits():
+    """A single metric whose values cannot share one log event with the properties: its values are
+    split; a single value that cannot fit is an error (nothing could carry it)."""
+    pad = "x" * (LOG_EVENT_BYTES - 600)  # room for the directive and ~60 of the 100 six-byte values
+    values = list(range(10_000, 10_100))
+    records = obs.emf_records("N", {"Instance": "x"}, [("M", "Count", values)], 1, {"note": pad})
+    assert len(records) == 2
+    assert all(len(obs.emf_line(r).encode("utf-8")) + LOG_EVENT_OVERHEAD <= LOG_EVENT_BYTES for r in records)
+    assert values_of(records, "M") == values
+    with pytest.raises(ValueError, match="does not fit one log event"):
+        obs.emf_records("N", {"Instance": "x"}, [("M", "Count", 1)], 1, {"note": "x" * LOG_EVENT_BYTES})
+
+
 def test_an_empty_value_array_emits_nothing(emitted):
     obs.metric(Settings(), LATENESS_MS, [], unit="Milliseconds")
     assert emitted() == []
