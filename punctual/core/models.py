@@ -241,9 +241,13 @@ class DelayMessage(BaseModel):
     # rows an invocation holding it delivers at most (planning.cluster_rows_per_consumer); 0: the
     # consumer's own consumer_max_rows
     consumer_rows: int = Field(default=0, ge=0)
+    # the DelaySeconds it was sent with (absent in bodies from before it existed): the consumer's
+    # pick-up counts from its SentTimestamp plus these (latencies.planned_visible_ms)
+    delay_seconds: int | None = Field(default=None, ge=0)
 
     def body(self) -> str:
-        return dumps(_without_defaults(self.model_dump(), delete_only=False, extra_wake_ms=0, consumer_rows=0))
+        return dumps(_without_defaults(self.model_dump(), delete_only=False, extra_wake_ms=0, consumer_rows=0,
+                                       delay_seconds=None))
 
 
 class DelayGroup(BaseModel):
@@ -258,22 +262,26 @@ class DelayGroup(BaseModel):
     delete_only: bool = False  # as DelayMessage's
     extra_wake_ms: int = Field(default=0, ge=0)  # as DelayMessage's
     consumer_rows: int = Field(default=0, ge=0)  # as DelayMessage's
+    delay_seconds: int | None = Field(default=None, ge=0)  # as DelayMessage's
 
     def body(self) -> str:
-        return dumps(_without_defaults(self.model_dump(), delete_only=False, extra_wake_ms=0, consumer_rows=0))
+        return dumps(_without_defaults(self.model_dump(), delete_only=False, extra_wake_ms=0, consumer_rows=0,
+                                       delay_seconds=None))
 
     @staticmethod
     def body_of(pk: str, rows: list[tuple[str, int, int]], enqueued_ms: int, delete_only: bool = False,
-                extra_wake_ms: int = 0, consumer_rows: int = 0) -> str:
-        """The delay-queue body for ``rows`` = (sk, due_ms, attempt), sorted by due."""
+                extra_wake_ms: int = 0, consumer_rows: int = 0, delay_seconds: int | None = None) -> str:
+        """The delay-queue body for ``rows`` = (sk, due_ms, attempt), sorted by due, sent with
+        ``delay_seconds``."""
         if len(rows) == 1:
             sk, due, attempt = rows[0]
             return DelayMessage(pk=pk, sk=sk, due_ms=due, attempt=attempt, enqueued_ms=enqueued_ms,
                                 delete_only=delete_only, extra_wake_ms=extra_wake_ms,
-                                consumer_rows=consumer_rows).body()
+                                consumer_rows=consumer_rows, delay_seconds=delay_seconds).body()
         return DelayGroup(pk=pk, due_ms=rows[0][1], enqueued_ms=enqueued_ms,
                           rows=[(sk, attempt) for sk, _, attempt in rows], delete_only=delete_only,
-                          extra_wake_ms=extra_wake_ms, consumer_rows=consumer_rows).body()
+                          extra_wake_ms=extra_wake_ms, consumer_rows=consumer_rows,
+                          delay_seconds=delay_seconds).body()
 
 
 class PollRequest(BaseModel):

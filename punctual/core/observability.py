@@ -3,9 +3,11 @@
 Payloads are data: they are never logged unless ``log_payloads`` is on.
 
 Every line written during a Lambda invocation carries its ``request_id`` and ``cold_start``
-(bound by :func:`start_invocation`, which each handler calls first). Lambda runs one invocation
-at a time per execution environment; the binding is a context variable, so the poller's send
-workers (threads) log with it too and the local stack's concurrent functions keep theirs apart.
+(bound by :func:`start_invocation`, which each handler calls first through
+:func:`punctual.core.runtime.start_invocation`: the execution environment knows whether it is new).
+Lambda runs one invocation at a time per execution environment; the binding is a context variable,
+so the poller's send workers (threads) log with it too and the local stack's concurrent functions
+keep theirs apart.
 Why our own lines rather than Lambda's JSON log format or Powertools Logger: docs/construct.md,
 "Logs and metrics".
 
@@ -62,8 +64,6 @@ LOG_EVENT_OVERHEAD_BYTES = 26
 # the send workers of parallel.pmap inherit it, and the local stack's functions (threads of one
 # process) each keep their own.
 _invocation: ContextVar[dict[str, Any] | None] = ContextVar("punctual_log_invocation", default=None)
-# Functions that have already started an invocation in this process (cold_start is then false).
-_warm: set[str] = set()
 
 
 def set_stream(stream: LogStream | None) -> None:
@@ -76,19 +76,23 @@ def _write(line: str) -> None:
     print(line, file=_out or sys.stdout, flush=True)
 
 
-def start_invocation(context: Any) -> dict[str, Any]:
-    """Bind the Lambda ``context``'s request id and whether this is the first invocation of its
-    function in this process (a cold start) to every line until the next call. Returns the binding.
-    ``context`` may be None (a test calling the handler): no request id, cold_start as for any call."""
-    function = str(getattr(context, "function_name", "") or "")
+def start_invocation(context: Any, cold_start: bool) -> dict[str, Any]:
+    """Bind the Lambda ``context``'s request id and ``cold_start`` (the first invocation of its
+    execution environment) to every line until the next call. Returns the binding. ``context`` may
+    be None (a test calling the handler): no request id."""
     request_id = getattr(context, "aws_request_id", None)
     binding: dict[str, Any] = {}
     if request_id:
         binding["request_id"] = str(request_id)
-    binding["cold_start"] = function not in _warm
-    _warm.add(function)
+    binding["cold_start"] = bool(cold_start)
     _invocation.set(binding)
     return dict(binding)
+
+
+def cold_start() -> bool:
+    """Whether the current invocation is its execution environment's first (False when none is
+    bound: a use case called without a handler)."""
+    return bool((_invocation.get() or {}).get("cold_start"))
 
 
 def set_level(level: str) -> None:
@@ -201,6 +205,24 @@ def _sized(batch: list[_Values], record: Any) -> list[dict[str, Any]]:
         raise ValueError(f"an EMF record of metric {name} does not fit one log event ({LOG_EVENT_MAX_BYTES} bytes)")
     half = len(value) // 2
     return _sized([(name, unit, value[:half])], record) + _sized([(name, unit, value[half:])], record)
+
+
+def log_with_metrics(
+    level: Level,
+    message: str,
+    settings: Settings,
+    values: Sequence[tuple[str, str, float | Sequence[float]]],
+    timestamp_ms: int | None = None,
+    **fields: Any,
+) -> None:
+    """A log line and the metrics of the same moment in one line: the metrics' EMF record carrying the
+    message and its fields as properties (written whatever the threshold, as every metric record), or
+    the log line alone when no metric has a value. A line's fixed bytes (the invocation's binding, the
+    EMF directive) are then paid once (docs/benchmark.md, "Cost floors")."""
+    if any(isinstance(value, int | float) or len(value) for _, _, value in values):
+        metrics(settings, values, timestamp_ms, level=level, message=message, **fields)
+    else:
+        log(level, message, **fields)
 
 
 def metric(
