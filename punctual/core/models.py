@@ -32,6 +32,10 @@ ATTR_TAKEOVERS = "punctual_takeovers"
 # Set by a claim in direct delivery (Settings.delivery): the claim is the send of the event itself, so
 # from then on a cancel or a reschedule answers AlreadyEnqueued (client.cancel); a release removes it.
 ATTR_DIRECT = "punctual_direct"
+# When a row written after its due time was written (its stream record's creation, whole seconds):
+# set by the editor's claim of such a row, so lateness counts from then (Task.ready_ms), not from a
+# due time Punctual never had the row for (docs/construct.md, "Lateness").
+ATTR_WRITTEN_MS = "punctual_written_ms"
 # SQS caps a message at 256 KiB; the envelope (key up to 1 KiB, times, ids) needs < 4 KiB.
 MAX_EVENT_BYTES = 262_144
 MAX_PAYLOAD_BYTES = MAX_EVENT_BYTES - 4096
@@ -57,6 +61,7 @@ class Task(BaseModel):
     attempt: int = 0
     claim_token: str | None = None  # ATTR_CLAIM
     takeovers: int = 0  # ATTR_TAKEOVERS
+    written_ms: int | None = None  # ATTR_WRITTEN_MS: written after its due time, at this ms
     # The row's payload attribute as read ({"M": ...}): the cdk-scheduler event format sends it
     # as it is, so numbers keep their text ("1.50"), sets and binary their type.
     payload_av: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
@@ -64,6 +69,17 @@ class Task(BaseModel):
     @property
     def event_id(self) -> str:
         return event_id(self.pk, self.sk)
+
+    @property
+    def ready_ms(self) -> int:
+        """The earliest the task could be delivered: its due time, or when it was written if that
+        was later (a "run now" put past due, a redriven row). Lateness counts from here."""
+        return max(self.due_ms, self.written_ms or self.due_ms)
+
+    def lateness_ms(self, delivered_at_ms: int) -> int:
+        """What Punctual took to deliver it: from :attr:`ready_ms` (the ``LatenessMs`` metric; the
+        delivered event's ``lateness_ms`` counts from the due time)."""
+        return delivered_at_ms - self.ready_ms
 
     def payload_ddb_json(self) -> dict[str, Any]:
         """The payload attribute as DynamoDB JSON (binary as base64 text)."""
@@ -186,6 +202,7 @@ def _task_from_item(item: dict[str, Any], partition: str | Collection[str]) -> T
         attempt=_plain_int(item, ATTR_ATTEMPT) or 0,
         claim_token=_plain_str(item, ATTR_CLAIM),
         takeovers=_plain_int(item, ATTR_TAKEOVERS) or 0,
+        written_ms=_plain_int(item, ATTR_WRITTEN_MS),
         payload_av=raw,
     )
 

@@ -124,6 +124,7 @@ def send_events(deps: Deps, todo: list[tuple[Pending, Task]], report: ConsumeRep
         if failure is None:
             sent.append((rec, task, ev))
             report.delivered.append(ev)
+            report.lateness_ms.append(task.lateness_ms(ev.delivered_at_ms))
             report.undeleted.append(rec)
         elif failure.sender_fault:
             _refused(deps, rec, task, failure, report)

@@ -227,7 +227,7 @@ def _claim_and_deliver_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, c
     failures = {(f.ref,): f for f in _deliver(sqs, s, clock, [task for task, _ in claimed], visible)}
     sent = _settle(ddb, s, clock, claimed, [(i,) for i in range(len(claimed))], failures, report)
     # the consumer's metrics (its lateness alarm and dashboard), with the lateness each send planned
-    lateness = [visible[i] - task.due_ms for i, (task, _) in enumerate(claimed) if (i,) not in failures]
+    lateness = [task.lateness_ms(visible[i]) for i, (task, _) in enumerate(claimed) if (i,) not in failures]
     obs.metrics(s, [(names.LATENESS_MS, "Milliseconds", lateness), (names.DELIVERED, "Count", len(lateness))],
                 timestamp_ms=clock.now_ms())
     _, left, _ = delete_sent(ddb, s, clock, [RowSend(t.pk, t.sk, t.attempt, at) for t, at in sent])
