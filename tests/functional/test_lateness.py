@@ -6,12 +6,8 @@ consumer's view: from the due time. In virtual time, both delivery modes."""
 
 from __future__ import annotations
 
-import io
-import json
-
 import pytest
 
-from punctual.core import observability as obs
 from punctual.core.config import Settings
 from punctual.core.keys import encode_sk
 from punctual.core.metrics_names import LATENESS_MS
@@ -23,16 +19,8 @@ T0 = 1_798_761_600_000  # 2027-01-01T00:00:00Z
 YEAR_MS = 365 * 86_400_000
 
 
-@pytest.fixture
-def records():
-    buf = io.StringIO()
-    obs.set_stream(buf)
-    yield lambda: [rec for rec in map(json.loads, buf.getvalue().splitlines()) if "_aws" in rec]
-    obs.set_stream(None)
-
-
 @pytest.mark.parametrize("delivery", ["consumer", "direct"])
-def test_a_row_put_a_year_past_due_is_late_by_what_punctual_took_not_by_its_age(records, delivery):
+def test_a_row_put_a_year_past_due_is_late_by_what_punctual_took_not_by_its_age(emf_records, delivery):
     # GIVEN a row put at T0 + 40 ms, due a year before: "run now"
     with environment("fake", Settings(send_workers=1, delivery=delivery), start_ms=T0 + 40) as (world, _):
         s = world.deps.settings
@@ -49,10 +37,10 @@ def test_a_row_put_a_year_past_due_is_late_by_what_punctual_took_not_by_its_age(
     assert event["lateness_ms"] == YEAR_MS + 40
     # but LatenessMs counts from its write: its stream record's creation, rounded down to the second
     # (T0), so 40 ms, not a year (the alarm's p99 >= 1 s stays quiet)
-    assert values_of(records(), LATENESS_MS) == [40]
+    assert values_of(emf_records(), LATENESS_MS) == [40]
 
 
-def test_a_row_written_late_keeps_its_write_time_through_a_resend(records):
+def test_a_row_written_late_keeps_its_write_time_through_a_resend(emf_records):
     """The editor's claim stores the write time on the row (``punctual_written_ms``), so whoever sends
     it later (the poll's orphan resend after a lost message) still measures from it."""
     with environment("fake", Settings(send_workers=1), start_ms=T0 + 40) as (world, _):
@@ -70,4 +58,4 @@ def test_a_row_written_late_keeps_its_write_time_through_a_resend(records):
         [event] = world.delivered
     late = event["delivered_at_ms"] - T0
     assert late > s.orphan_grace_ms  # the resend waited out the orphan grace: lateness Punctual caused
-    assert values_of(records(), LATENESS_MS) == [late]
+    assert values_of(emf_records(), LATENESS_MS) == [late]
