@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -96,7 +97,11 @@ def stream_record(rec: dict[str, Any], stream_arn: str, region: str) -> dict[str
     ddb = dict(rec.get("dynamodb", {}))
     created = ddb.get("ApproximateCreationDateTime")
     if isinstance(created, datetime):
-        ddb["ApproximateCreationDateTime"] = created.timestamp()
+        created = created.timestamp()
+    if isinstance(created, int | float) and not isinstance(created, bool):
+        # epoch seconds, "rounded down to the closest second" (DynamoDB Streams API reference,
+        # StreamRecord), as a number like Lambda's event's (1479499740.0)
+        ddb["ApproximateCreationDateTime"] = float(math.floor(created))
     for k in ("Keys", "NewImage", "OldImage"):
         if k in ddb:
             ddb[k] = _lambda_av(ddb[k])

@@ -28,12 +28,30 @@ settings.load_profile(os.environ.get("PUNCTUAL_HYPOTHESIS", "fixed"))
 
 @pytest.fixture(autouse=True)
 def _no_invocation_deadline():
-    """A handler test binds its context's deadline (punctual.core.retry); never let it leak."""
+    """A handler test binds its context's deadline (punctual.core.retry) and its invocation (the log
+    lines' request id and cold start, which the consumer's ColdStarts metric reads); never let them leak."""
+    from punctual.core import observability as obs
     from punctual.core.retry import set_deadline
 
     set_deadline(None)
+    obs._invocation.set(None)
     yield
     set_deadline(None)
+    obs._invocation.set(None)
+
+
+@pytest.fixture
+def emf_records():
+    """The EMF records written from here on, read on call (the functions' log lines holding ``_aws``)."""
+    import io
+    import json
+
+    from punctual.core import observability as obs
+
+    buf = io.StringIO()
+    obs.set_stream(buf)
+    yield lambda: [rec for rec in map(json.loads, buf.getvalue().splitlines()) if "_aws" in rec]
+    obs.set_stream(None)
 
 
 @pytest.fixture

@@ -59,7 +59,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from punctual.core.cron import MINUTE_MS, parse_one_shot_cron
+from punctual.core.cron import MINUTE_MS, floor_minute, parse_one_shot_cron
+from punctual.core.latencies import scheduled_minute_ms
 from punctual.core.runtime import Deps
 from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 from punctual.core.usecases.consume import consume
@@ -80,6 +81,7 @@ from punctual.lambda_events import (
     async_failure_record,
     async_retry_delays,
     for_sns_destination,
+    scheduled_event,
     sns_event,
     stream_failure_record,
     stream_record,
@@ -92,6 +94,7 @@ except ImportError:  # pragma: no cover
     from time import perf_counter as _wall
 
 STEP_MS = 100
+RULE_ARN = f"arn:aws:events:{REGION}:123456789012:rule/punctual-poll"
 RECEIVE_LATENCY_MS = 30
 FIRE_OFFSET_MS = 5_000
 # The delay queue as the construct sets it (punctual/deployment.py): a failed or crashed batch comes
@@ -569,7 +572,7 @@ class VirtualAws:
             self.log.controls.append(self.now)
             return self.control(event, self.deps_of["poller"])
         self.log.polls.append(self.now)
-        return self.poller(self.deps_of["poller"], event["id"])
+        return self.poller(self.deps_of["poller"], event["id"], scheduled_minute_ms(event))
 
     def _edit(self, event: dict[str, Any]) -> Any:
         return self.editor(event, self.deps_of["editor"])
@@ -580,12 +583,13 @@ class VirtualAws:
         return self.consumer(event, self.deps_of["consumer"])
 
     def _rule_event(self, n: int, minute: int) -> dict[str, Any]:
+        """EventBridge's Scheduled Event for ``minute``, its id unique to the firing."""
         self._firings += 1
-        return {"id": f"rule-event-{self._firings}"}
+        return scheduled_event(RULE_ARN, minute, f"rule-event-{self._firings}")
 
     def run_poller(self) -> None:
         """The rule's invocation, as if it fired now (retried like one if it fails)."""
-        self.rule.attempt(self._rule_event(0, 0))
+        self.rule.attempt(self._rule_event(0, floor_minute(self.now)))
 
     def armed_minute(self) -> int | None:
         expression, state = self.view.rule()

@@ -17,5 +17,5 @@ __all__ = ["handler", "consume"]
 def handler(event: dict[str, Any], context: Any, deps: Deps | None = None) -> dict[str, Any]:
     """``deps``: Lambda passes none (built from the environment); the local stack passes its own."""
     deps = deps or default_deps("consumer")
-    start_invocation(context, deps.clock)
+    start_invocation(context, deps)
     return consume(event, deps)

@@ -17,5 +17,5 @@ __all__ = ["handler", "process_stream"]
 def handler(event: dict[str, Any], context: Any, deps: Deps | None = None) -> dict[str, Any]:
     """``deps``: Lambda passes none (built from the environment); the local stack passes its own."""
     deps = deps or default_deps("editor")
-    start_invocation(context, deps.clock)
+    start_invocation(context, deps)
     return process_stream(event, deps)

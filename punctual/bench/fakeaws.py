@@ -250,6 +250,7 @@ class Message:
     receipt: str = ""
     receives: int = 0
     delay_seconds: int = 0
+    first_received_at: int | None = None  # ApproximateFirstReceiveTimestamp
 
 
 @dataclass
@@ -476,12 +477,14 @@ class FakeAws:
         out = []
         for m in self.visible(QueueUrl)[:MaxNumberOfMessages]:
             m.receives += 1
+            m.first_received_at = now if m.first_received_at is None else m.first_received_at
             m.receipt = str(uuid.uuid4())
             m.visible_at = now + 1000 * (VisibilityTimeout if VisibilityTimeout is not None
                                          else self.visibility_timeout_s)
             out.append({"MessageId": m.id, "ReceiptHandle": m.receipt, "Body": m.body,
                         "Attributes": {"ApproximateReceiveCount": str(m.receives),
-                                       "SentTimestamp": str(m.sent_at)}})
+                                       "SentTimestamp": str(m.sent_at),
+                                       "ApproximateFirstReceiveTimestamp": str(m.first_received_at)}})
         return {"Messages": out} if out else {}
 
     def _by_receipt(self, url: str, receipt: str) -> Message | None:

@@ -25,9 +25,11 @@ What the simulator models (parameters in :mod:`punctual.bench.models`):
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import random
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,8 +37,9 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
+from punctual.core.metrics_names import COLD_STARTS, PICKUP_MS, POLL_DELAY_MS, STREAM_LAG_MS
 from punctual.core.parallel import lanes, run_in_order
-from punctual.core.retry import seed_jitter, set_deadline
+from punctual.core.retry import seed_jitter
 from punctual.core.stream_filter import EDITOR_STREAM_FILTERS
 from punctual.deployment import CONSUMER_TIMEOUT_S, EDITOR_TIMEOUT_S, POLLER_TIMEOUT_S
 from punctual.event_sources import AsyncInvocations, Invoke, QueueSource, RuleSource, StreamSource, lane_of
@@ -44,6 +47,7 @@ from punctual.lambda_events import (
     InjectedCrash,
     async_failure_record,
     for_sns_destination,
+    scheduled_event,
     sns_event,
     stream_failure_record,
     stream_record,
@@ -71,6 +75,8 @@ if TYPE_CHECKING:
 REGION = "us-east-1"
 EPOCH_MS = 1_798_761_600_000  # 2027-01-01T00:00:00Z: virtual time starts here
 WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+# The handlers' self-measurement metrics the run keeps (RunResult.self_measured).
+SELF_MEASURED = (PICKUP_MS, COLD_STARTS, POLL_DELAY_MS, STREAM_LAG_MS)
 THROTTLED_PREFIX = "ddb_throttled:"  # counters of requests refused over a partition's limit
 EVENTS_THROTTLED_PREFIX = "events_throttled:"  # counters of rule calls refused over the account's quota
 MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's sizes
@@ -80,8 +86,22 @@ MEMORY_MB = {"poller": 1024, "consumer": 512, "editor": 512}  # the construct's 
 TIMEOUT_S = {"poller": POLLER_TIMEOUT_S, "consumer": CONSUMER_TIMEOUT_S, "editor": EDITOR_TIMEOUT_S}
 CONTROL_TOPIC = "punctual-control"  # direct delivery's control topic (SNS), the poller subscribed to it
 POLLER_ARN = f"arn:aws:lambda:{REGION}:123456789012:function:poller"
+RULE_ARN = f"arn:aws:events:{REGION}:123456789012:rule/punctual-poll"
 EDITOR_ARN = f"arn:aws:lambda:{REGION}:123456789012:function:editor"
 CONTROL_TOPIC_ARN_FAKE = f"arn:aws:sns:{REGION}:123456789012:{CONTROL_TOPIC}"  # moto makes the same one
+
+
+@dataclass(frozen=True)
+class SimContext:
+    """The Lambda context a simulated invocation's handler gets: its remaining time is the function's
+    timeout (the handler reads it once, at its start: runtime.start_invocation)."""
+
+    function_name: str
+    aws_request_id: str
+    timeout_ms: int
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.timeout_ms
 
 
 @dataclass
@@ -126,16 +146,28 @@ class RunResult:
     # counted as counters["ddb_throttled:<actor>:<Op>"], the producer's puts refused at least
     # once as counters["user_puts_throttled"].
     partition_limits: bool = False
+    # What the handlers measured of the models (their EMF records' self-measurement values), by
+    # (metric name, whether the invocation was a cold start): _LogSink
+    self_measured: dict[tuple[str, bool], list[float]] = field(default_factory=dict)
 
 
 class _LogSink:
-    """Counts the bytes the handlers log (CloudWatch Logs ingestion) without keeping them."""
+    """Counts the bytes the handlers log (CloudWatch Logs ingestion) without keeping them, but the
+    values of their self-measurement metrics (:data:`SELF_MEASURED`), by (metric name, cold start):
+    what a deployment's EMF records would give ``punctual calibrate``."""
 
     def __init__(self) -> None:
         self.bytes = 0
+        self.measured: dict[tuple[str, bool], list[float]] = defaultdict(list)
 
     def write(self, s: str) -> int:
         self.bytes += len(s.encode("utf-8"))
+        if '"_aws"' in s and any(f'"{name}"' in s for name in SELF_MEASURED):
+            record = json.loads(s)
+            for name in SELF_MEASURED:
+                value = record.get(name)
+                if value is not None:
+                    self.measured[name, bool(record.get("cold_start"))] += value if isinstance(value, list) else [value]
         return len(s)
 
     def flush(self) -> None:
@@ -176,6 +208,7 @@ class PunctualSim:
         self.outage_plan = scenario.outages
         self.result.partition_limits = scenario.throttling
         self.running: Counter = Counter()  # invocations in progress, per function
+        self.invocations_started = 0  # so far: each gets its own request id
         self.events_quota = ControlPlaneQuota(models.events_control_tps, models.events_control_burst_ms)
         self._event_sources()
 
@@ -223,44 +256,40 @@ class PunctualSim:
             self.engine, self._invoker("poller", self._run_poller), retry_delays_ms=m.poller_retry_delays_ms,
             on_failure=self._poll_failed, counters=counters, retry_counter="control_retries")
 
-    def _invoker(self, fn: str, run: Callable[[dict[str, Any], Deps], Any]) -> Invoke:
-        """An event source's invoke: ``run(event, deps)`` as an invocation of ``fn`` (a process of the
-        engine), with the Deps of the environment it runs in."""
+    def _invoker(self, fn: str, run: Callable[[dict[str, Any], Any, Deps], Any]) -> Invoke:
+        """An event source's invoke: ``run(event, context, deps)`` as an invocation of ``fn`` (a process of
+        the engine), with the Deps of the environment it runs in."""
         def invoke(event: dict[str, Any], done: Callable[[Any, BaseException | None], None]) -> None:
-            self._invoke(fn, self.engine.now, lambda deps: run(event, deps), lambda proc: done(proc.result, proc.error))
+            self._invoke(fn, self.engine.now, partial(run, event), lambda proc: done(proc.result, proc.error))
 
         return invoke
 
-    def _run_poller(self, event: dict[str, Any], deps: Deps) -> Any:
+    def _run_poller(self, event: dict[str, Any], context: Any, deps: Deps) -> Any:
         """The poller's handler (functions/poller/handler.py): the control topic's event -> serve it,
         the rule's -> one poll."""
-        from punctual.core.usecases.poll import poll
-        from punctual.core.usecases.serve_controls import is_control_event, serve_controls
+        from punctual.core.usecases.serve_controls import is_control_event
 
-        if is_control_event(event):
-            self.result.counters["control_invocations"] += 1
-            served = serve_controls(event, deps)
-            if not served.get("controls"):  # not a poll request nor a notice to the core: skipped (logged)
-                self.result.counters["control_unrecognised"] += 1
-            return served
-        return poll(deps, event["id"])
-
-    @staticmethod
-    def _run_editor(event: dict[str, Any], deps: Deps) -> Any:
-        from punctual.core.usecases import process_stream
-
-        return process_stream.process_stream(event, deps)
+        if not is_control_event(event):
+            return lambda_handler("poller")(event, context, deps)
+        self.result.counters["control_invocations"] += 1
+        served = lambda_handler("poller")(event, context, deps)
+        if not served.get("controls"):  # not a poll request nor a notice to the core: skipped (logged)
+            self.result.counters["control_unrecognised"] += 1
+        return served
 
     @staticmethod
-    def _run_consumer(event: dict[str, Any], deps: Deps) -> Any:
-        from punctual.core.usecases.consume import consume
+    def _run_editor(event: dict[str, Any], context: Any, deps: Deps) -> Any:
+        return lambda_handler("editor")(event, context, deps)
 
-        return consume(event, deps)
+    @staticmethod
+    def _run_consumer(event: dict[str, Any], context: Any, deps: Deps) -> Any:
+        return lambda_handler("consumer")(event, context, deps)
 
     def _rule_event(self, n: int, minute: int) -> dict[str, Any]:
-        """The n-th firing's event; its id is the invocation's token (the same in its retries)."""
+        """The n-th firing's event: EventBridge's Scheduled Event for ``minute`` (its id is the
+        invocation's token, the same in its retries)."""
         self.result.counters["rule_fired"] = n
-        return {"id": f"rule-event-{n}"}
+        return scheduled_event(RULE_ARN, minute, f"rule-event-{n}")
 
     def _armed_for_begun_minute(self, minute: int) -> bool:
         """A one-shot cron for a minute that has begun: assume it never fires (invariant 6)."""
@@ -644,7 +673,8 @@ class PunctualSim:
     # ---------------------------------------------------------------- Lambda invocations
     def _invoke(self, fn: str, t_ms: int, body: Any, on_done: Any) -> None:
         """Start ``fn`` at ``t_ms`` in a warm environment if one is free, else after a cold start (a
-        new environment: new Deps). ``body(deps)`` runs with the environment's Deps."""
+        new environment: new Deps, so its handler sees a cold start). ``body(context, deps)`` runs with
+        a Lambda context (the function's timeout: the invocation's deadline) and the environment's Deps."""
         pool = self.warm[fn]
         pool[:] = [env for env in pool if t_ms - env.free_ms <= self.m.warm_idle_ms]
         env = next((e for e in pool if e.free_ms <= t_ms), None)
@@ -675,11 +705,11 @@ class PunctualSim:
             proc = self.engine.current
             assert proc is not None  # the engine runs run() as the current process
             proc.info["fn"] = fn
-            # the invocation's deadline, as the handler sets it from Lambda's context (this thread's own)
-            set_deadline(self.engine.now + TIMEOUT_S.get(fn, 900) * 1000)
             self.running[fn] += 1
+            self.invocations_started += 1
+            context = SimContext(fn, str(uuid.UUID(int=self.invocations_started)), TIMEOUT_S.get(fn, 900) * 1000)
             try:
-                return body(env.deps)
+                return body(context, env.deps)
             finally:
                 self.running[fn] -= 1
 
@@ -802,6 +832,7 @@ class PunctualSim:
                 for obj, name, old in reversed(patches):
                     setattr(obj, name, old)
         self.result.log_bytes = sink.bytes
+        self.result.self_measured = dict(sink.measured)
         self.result.counters["engine_events"] = self.engine.events_run
         if self.outage_plan:
             self._count_outage_lateness()
@@ -812,6 +843,12 @@ class PunctualSim:
                 self.sc.horizon_ms, self.m.esm_idle_pollers, self.m.esm_idle_wait_s)
         self.result.wall_s = _real_elapsed(wall)
         return self.result
+
+
+def lambda_handler(fn: str) -> Callable[..., Any]:
+    """Function ``fn``'s Lambda handler as the wheel ships it (``punctual.functions.<fn>.handler``,
+    the very code Lambda runs)."""
+    return cast("Callable[..., Any]", importlib.import_module(f"punctual.functions.{fn}.handler").handler)
 
 
 def _mock_aws() -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .keys import InvalidKey, decode_sk
+from .latencies import planned_visible_ms
 from .models import DelayGroup, DelayMessage, PollRequest, RowSend, describe_partitions, in_partitions
 from .planning import MAX_EXTRA_WAKE_MS, given_up_batch, group_extra_wake_ms
 
@@ -80,6 +81,9 @@ class ParsedRecord:
     pointers: list[Pending]
     poison: str | None = None  # why some pointers of a group were unusable (the rest still count)
     control: Control | None = None
+    # when SQS planned the message to become visible, for a pointer received for the first time
+    # (latencies.planned_visible_ms): its pick-up is the consumer's start minus this
+    visible_ms: int | None = None
 
 
 def failure_notice_reason(data: Mapping[str, Any]) -> str | None:
@@ -168,7 +172,7 @@ def _messages(body: str, data: dict[str, Any], partition: str | Collection[str])
             continue
         out.append(DelayMessage(pk=group.pk, sk=sk, due_ms=due, attempt=attempt, enqueued_ms=group.enqueued_ms,
                                 delete_only=group.delete_only, extra_wake_ms=group.extra_wake_ms,
-                                consumer_rows=group.consumer_rows))
+                                consumer_rows=group.consumer_rows, delay_seconds=group.delay_seconds))
     reason = f"{len(bad)} of {len(group.rows)} row key(s) invalid: {', '.join(bad[:3])}"[:300] if bad else None
     return out, reason
 
@@ -215,7 +219,7 @@ def parse_record(record: Mapping[str, Any], position: int, partition: str | Coll
     extra = min(MAX_EXTRA_WAKE_MS, max(group_extra_wake_ms(len(messages)), messages[0].extra_wake_ms))
     pointers = [Pending(message_id=mid, receipt_handle=handle, message=msg, receive_count=count, position=position,
                         extra_wake_ms=extra, consumer_rows=messages[0].consumer_rows) for msg in messages]
-    return ParsedRecord(pointers, poison)
+    return ParsedRecord(pointers, poison, visible_ms=planned_visible_ms(attrs, messages[0].delay_seconds))
 
 
 def _receive_count(raw: object) -> int:

@@ -27,3 +27,18 @@ ORPHANS_DEFERRED = "OrphansDeferred"
 # up on: the OnFailure destinations are the delay queue) and poll requests served (unit Count).
 FUNCTION_FAILURES = "FunctionFailures"
 POLL_REQUESTS = "PollRequests"
+
+# Self-measurement (docs/construct.md, "Self-measurement"): the AWS-side latencies the design rests
+# on, measured by each function at its start from the attributes of Lambda's event, in its existing
+# EMF record (no request). Unit Milliseconds, never negative (CloudWatch gives no percentiles for a
+# period holding a negative value): an early arrival counts 0.
+# Consumer: from a pointer message's planned visibility (its SentTimestamp + the DelaySeconds its
+# body carries) to the start of the invocation that received it first.
+PICKUP_MS = "PickupMs"
+# Consumer: 1 for an invocation that is its execution environment's first (unit Count; emitted only then).
+COLD_STARTS = "ColdStarts"
+# Poller: from the minute the rule fired for (its Scheduled Event's ``time``) to the poll's start.
+POLL_DELAY_MS = "PollDelayMs"
+# Editor: from each stream record's ApproximateCreationDateTime (whole seconds, rounded down: up to
+# 999 ms over the true lag) to the start of the invocation carrying it.
+STREAM_LAG_MS = "StreamLagMs"

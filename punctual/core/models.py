@@ -32,6 +32,10 @@ ATTR_TAKEOVERS = "punctual_takeovers"
 # Set by a claim in direct delivery (Settings.delivery): the claim is the send of the event itself, so
 # from then on a cancel or a reschedule answers AlreadyEnqueued (client.cancel); a release removes it.
 ATTR_DIRECT = "punctual_direct"
+# When a row written after its due time was written (its stream record's creation, whole seconds):
+# set by the editor's claim of such a row, so lateness counts from then (Task.ready_ms), not from a
+# due time Punctual never had the row for (docs/construct.md, "Lateness").
+ATTR_WRITTEN_MS = "punctual_written_ms"
 # SQS caps a message at 256 KiB; the envelope (key up to 1 KiB, times, ids) needs < 4 KiB.
 MAX_EVENT_BYTES = 262_144
 MAX_PAYLOAD_BYTES = MAX_EVENT_BYTES - 4096
@@ -57,6 +61,7 @@ class Task(BaseModel):
     attempt: int = 0
     claim_token: str | None = None  # ATTR_CLAIM
     takeovers: int = 0  # ATTR_TAKEOVERS
+    written_ms: int | None = None  # ATTR_WRITTEN_MS: written after its due time, at this ms
     # The row's payload attribute as read ({"M": ...}): the cdk-scheduler event format sends it
     # as it is, so numbers keep their text ("1.50"), sets and binary their type.
     payload_av: dict[str, Any] | None = Field(default=None, exclude=True, repr=False)
@@ -64,6 +69,17 @@ class Task(BaseModel):
     @property
     def event_id(self) -> str:
         return event_id(self.pk, self.sk)
+
+    @property
+    def ready_ms(self) -> int:
+        """The earliest the task could be delivered: its due time, or when it was written if that
+        was later (a "run now" put past due, a redriven row). Lateness counts from here."""
+        return max(self.due_ms, self.written_ms or self.due_ms)
+
+    def lateness_ms(self, delivered_at_ms: int) -> int:
+        """What Punctual took to deliver it: from :attr:`ready_ms` (the ``LatenessMs`` metric; the
+        delivered event's ``lateness_ms`` counts from the due time)."""
+        return delivered_at_ms - self.ready_ms
 
     def payload_ddb_json(self) -> dict[str, Any]:
         """The payload attribute as DynamoDB JSON (binary as base64 text)."""
@@ -186,6 +202,7 @@ def _task_from_item(item: dict[str, Any], partition: str | Collection[str]) -> T
         attempt=_plain_int(item, ATTR_ATTEMPT) or 0,
         claim_token=_plain_str(item, ATTR_CLAIM),
         takeovers=_plain_int(item, ATTR_TAKEOVERS) or 0,
+        written_ms=_plain_int(item, ATTR_WRITTEN_MS),
         payload_av=raw,
     )
 
@@ -241,9 +258,13 @@ class DelayMessage(BaseModel):
     # rows an invocation holding it delivers at most (planning.cluster_rows_per_consumer); 0: the
     # consumer's own consumer_max_rows
     consumer_rows: int = Field(default=0, ge=0)
+    # the DelaySeconds it was sent with (absent in bodies from before it existed): the consumer's
+    # pick-up counts from its SentTimestamp plus these (latencies.planned_visible_ms)
+    delay_seconds: int | None = Field(default=None, ge=0)
 
     def body(self) -> str:
-        return dumps(_without_defaults(self.model_dump(), delete_only=False, extra_wake_ms=0, consumer_rows=0))
+        return dumps(_without_defaults(self.model_dump(), delete_only=False, extra_wake_ms=0, consumer_rows=0,
+                                       delay_seconds=None))
 
 
 class DelayGroup(BaseModel):
@@ -258,22 +279,26 @@ class DelayGroup(BaseModel):
     delete_only: bool = False  # as DelayMessage's
     extra_wake_ms: int = Field(default=0, ge=0)  # as DelayMessage's
     consumer_rows: int = Field(default=0, ge=0)  # as DelayMessage's
+    delay_seconds: int | None = Field(default=None, ge=0)  # as DelayMessage's
 
     def body(self) -> str:
-        return dumps(_without_defaults(self.model_dump(), delete_only=False, extra_wake_ms=0, consumer_rows=0))
+        return dumps(_without_defaults(self.model_dump(), delete_only=False, extra_wake_ms=0, consumer_rows=0,
+                                       delay_seconds=None))
 
     @staticmethod
     def body_of(pk: str, rows: list[tuple[str, int, int]], enqueued_ms: int, delete_only: bool = False,
-                extra_wake_ms: int = 0, consumer_rows: int = 0) -> str:
-        """The delay-queue body for ``rows`` = (sk, due_ms, attempt), sorted by due."""
+                extra_wake_ms: int = 0, consumer_rows: int = 0, delay_seconds: int | None = None) -> str:
+        """The delay-queue body for ``rows`` = (sk, due_ms, attempt), sorted by due, sent with
+        ``delay_seconds``."""
         if len(rows) == 1:
             sk, due, attempt = rows[0]
             return DelayMessage(pk=pk, sk=sk, due_ms=due, attempt=attempt, enqueued_ms=enqueued_ms,
                                 delete_only=delete_only, extra_wake_ms=extra_wake_ms,
-                                consumer_rows=consumer_rows).body()
+                                consumer_rows=consumer_rows, delay_seconds=delay_seconds).body()
         return DelayGroup(pk=pk, due_ms=rows[0][1], enqueued_ms=enqueued_ms,
                           rows=[(sk, attempt) for sk, _, attempt in rows], delete_only=delete_only,
-                          extra_wake_ms=extra_wake_ms, consumer_rows=consumer_rows).body()
+                          extra_wake_ms=extra_wake_ms, consumer_rows=consumer_rows,
+                          delay_seconds=delay_seconds).body()
 
 
 class PollRequest(BaseModel):

@@ -31,7 +31,8 @@ class Outgoing:
     body: str
     delay_seconds: int = 0
     # The body as sent, from (the clock right before the call, the DelaySeconds sent): for a body
-    # that says when it becomes visible (direct delivery). ``body`` is then its size estimate.
+    # that says when it becomes visible (direct delivery) or the DelaySeconds it was sent with (a
+    # delay-queue pointer). ``body`` is then its size estimate (no smaller).
     render: Callable[[int, int], str] | None = None
 
 

@@ -33,6 +33,9 @@ class Deps:
     rule_seen: RuleSeen = field(default_factory=RuleSeen)
     # direct delivery's control channel (Settings.control_topic_arn); None where there is none
     sns: SNSClient | None = None
+    # an invocation has started with these Deps: they live as long as their execution environment
+    # (built on its cold start: default_deps), so the next invocation is a warm one
+    warm: bool = False
 
 
 _cached: Deps | None = None
@@ -84,11 +87,14 @@ def default_deps(function: str | None = None) -> Deps:
     return _cached
 
 
-def start_invocation(context: Any, clock: Clock) -> None:
-    """What each handler does first: bind the invocation to the log lines, and bound every retry
-    by the time Lambda gives it (none without a context)."""
-    obs.start_invocation(context)
-    set_deadline(deadline_of(context, clock.now_ms()))
+def start_invocation(context: Any, deps: Deps) -> None:
+    """What each handler does first: bind the invocation to the log lines, with whether it is its
+    execution environment's first (a cold start: ``deps`` were built for it, as Powertools' module-level
+    ``is_cold_start`` flag tells), and bound every retry by the time Lambda gives it (none without a
+    context)."""
+    obs.start_invocation(context, cold_start=not deps.warm)
+    deps.warm = True
+    set_deadline(deadline_of(context, deps.clock.now_ms()))
 
 
 def reset_default_deps() -> None:

@@ -23,6 +23,7 @@ from .models import (
     ATTR_DIRECT,
     ATTR_ENQUEUED_MS,
     ATTR_TAKEOVERS,
+    ATTR_WRITTEN_MS,
     Rejection,
     RowRejected,
     RowSend,
@@ -159,6 +160,10 @@ def _claim_write(ddb: DynamoDBClient, s: Settings, clock: Clock, task: Task, now
     if s.direct:  # the send is the delivery: cancels answer AlreadyEnqueued from here on
         update += ", #d = :one"
         names["#d"] = ATTR_DIRECT
+    if task.written_ms is not None:  # written after its due time: lateness counts from then (Task.ready_ms)
+        update += ", #w = :written"
+        names["#w"] = ATTR_WRITTEN_MS
+        values[":written"] = {"N": str(task.written_ms)}
     if token is not None:
         update += ", #c = :tok"
         values[":tok"] = {"S": token}

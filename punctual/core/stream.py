@@ -22,6 +22,7 @@ from typing import Any
 
 from .config import META_PK, Settings
 from .cron import ARM_MARGIN_MS, floor_minute, minute_not_after, minute_not_before, next_minute_after
+from .latencies import stream_created_ms
 from .models import ATTR_ATTEMPT, ATTR_ENQUEUED_MS, RowRejected, Task, task_from_item
 from .planning import RowState, row_state, undeliverable
 
@@ -92,8 +93,18 @@ def classify_record(record: Any, s: Settings, now_ms: int) -> Classified:
         return Classified(RecordAction.REJECT, seq, item, task=task, rejection=rejection)
     assert task is not None
     if task.due_ms <= now_ms + s.fast_path_ms or not poll_can_take(task.due_ms, now_ms, s.lead_ms):
-        return Classified(RecordAction.SEND_NOW, seq, item, task=task)
+        return Classified(RecordAction.SEND_NOW, seq, item, task=written_late(task, stream_created_ms(record)))
     return Classified(RecordAction.ARM_LATER, seq, item, task=task)
+
+
+def written_late(task: Task, created_ms: int | None) -> Task:
+    """``task`` noting when it was written (``written_ms``, which its claim stores) if that was after
+    its due time: its lateness then counts from the write, not from a due time Punctual never had the
+    row for (Task.ready_ms). ``created_ms``: its stream record's creation, rounded down to the second
+    (latencies.stream_created_ms), so the lateness counted is up to 999 ms more, never less."""
+    if created_ms is None or created_ms <= task.due_ms:
+        return task
+    return task.model_copy(update={"written_ms": created_ms})
 
 
 def check_row(item: dict[str, Any], s: Settings, now_ms: int) -> tuple[Task | None, RowRejected | None]:

@@ -22,7 +22,7 @@ def time_in_consumer(sim: PunctualSim, calls: Callable[[], None]) -> int:
     """Virtual ms ``calls`` take when made by a consumer invocation of ``sim``."""
     took: dict[str, int] = {}
 
-    def body(_deps: object) -> None:
+    def body(_context: object, _deps: object) -> None:
         start = sim.engine.now
         calls()
         took["ms"] = sim.engine.now - start

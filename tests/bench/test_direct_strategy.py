@@ -171,7 +171,7 @@ def test_a_failing_control_event_is_retried_as_the_rules_then_its_record_goes_ba
     sim = _sim({"delivery": "direct"})
     runs: list[dict] = []
 
-    def poller(event, deps):
+    def poller(event, context, deps):
         runs.append(event)
         if len(runs) <= 1 + len(sim.m.poller_retry_delays_ms):
             raise RuntimeError("AskAgain")
@@ -228,7 +228,7 @@ def test_in_direct_delivery_the_faults_scenarios_delay_queue_outage_is_the_contr
     def poller(event, deps):
         deps.sns.publish(TopicArn=sim.settings.control_topic_arn, Message="{}")
 
-    sim._invoke("poller", sim.engine.now, lambda deps: poller({}, deps), lambda proc: None)
+    sim._invoke("poller", sim.engine.now, lambda _context, deps: poller({}, deps), lambda proc: None)
     sim.engine.run(sim.engine.now + 1_000)
     assert isinstance(sim.result.invocations[0].error, str) and sim.result.counters["outage_call_failures"] == 1
     sim._poll_failed({"id": "rule-event-1"}, attempt=len(sim.rule.retry_delays_ms), error=RuntimeError("boom"))

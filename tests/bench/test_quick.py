@@ -162,23 +162,30 @@ def test_an_invocation_longer_than_its_functions_timeout_is_counted():
     assert TIMEOUT_S["editor"] == EDITOR_TIMEOUT_S
     sim = bare_sim(Models())
     for ms in (EDITOR_TIMEOUT_S * 1000, EDITOR_TIMEOUT_S * 1000 + 1):
-        sim._invoke("editor", sim.engine.now, lambda _deps, ms=ms: sim.engine.advance(sim.engine.now + ms), lambda proc: None)
+        sim._invoke("editor", sim.engine.now, lambda _context, _deps, ms=ms: sim.engine.advance(sim.engine.now + ms), lambda proc: None)
         sim.engine.run(sim.engine.now + 60_000)
     assert sim.result.counters["past_timeout:editor"] == 1  # the one 1 ms over
 
 
 def test_each_simulated_invocation_gets_its_functions_deadline():
-    """As the handler sets it from Lambda's context: the code's own guards (send.CHUNK_RESERVE_MS,
-    the consumer's wait bound) act in the benchmark as they would in a deployment."""
+    """The simulated invocation's Lambda context gives its function's timeout, from which the handler
+    sets the deadline (runtime.start_invocation): the code's own guards (send.CHUNK_RESERVE_MS, the
+    consumer's wait bound) act in the benchmark as they would in a deployment."""
     from punctual.bench.models import Models
     from punctual.bench.punctual_sim import TIMEOUT_S
     from punctual.core.retry import time_left_ms
+    from punctual.core.runtime import start_invocation
     from tests.bench.sim_support import bare_sim
 
     sim = bare_sim(Models())
     left: dict[str, int | None] = {}
+
+    def handler_start(fn, context, deps):  # what each handler does first
+        start_invocation(context, deps)
+        left[fn] = time_left_ms(deps.clock)
+
     for fn in ("poller", "editor"):
-        sim._invoke(fn, sim.engine.now, lambda deps, fn=fn: left.__setitem__(fn, time_left_ms(deps.clock)),
+        sim._invoke(fn, sim.engine.now, lambda context, deps, fn=fn: handler_start(fn, context, deps),
                     lambda proc: None)
         sim.engine.run(sim.engine.now + 1_000)
     assert left == {"poller": TIMEOUT_S["poller"] * 1000, "editor": TIMEOUT_S["editor"] * 1000}

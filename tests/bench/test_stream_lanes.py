@@ -5,22 +5,25 @@ parallel, as Lambda does with ParallelizationFactor (the construct's EDITOR_PARA
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pytest
 
-import punctual.core.usecases.process_stream as process_stream_module
 from punctual.bench.models import Models
 from punctual.bench.punctual_sim import EPOCH_MS, PunctualSim
 from punctual.bench.report import summarize
 from punctual.bench.scenarios import build
+
+# the editor's handler as the simulator runs it (punctual_sim.lambda_handler): its use case is spied on there
+EDITOR_HANDLER = importlib.import_module("punctual.functions.editor.handler")
 
 
 def _edited(monkeypatch: pytest.MonkeyPatch, shards: int) -> tuple[Any, list[tuple[int, int, list[tuple[str, int]]]]]:
     """The quick firehose (3,000 inserts in 1 s): its summary and every editor batch as
     (virtual start, virtual end, [(partition key, sequence number)])."""
     batches: list[tuple[int, int, list[tuple[str, int]]]] = []
-    real = process_stream_module.process_stream
+    real = EDITOR_HANDLER.process_stream
     sim = PunctualSim(build("firehose", seed=1, quick=True), Models(), 1, settings={"shards": shards},
                       backend="fake")
 
@@ -31,7 +34,7 @@ def _edited(monkeypatch: pytest.MonkeyPatch, shards: int) -> tuple[Any, list[tup
                                                  int(r["dynamodb"]["SequenceNumber"])) for r in event["Records"]]))
         return out
 
-    monkeypatch.setattr(process_stream_module, "process_stream", spy)
+    monkeypatch.setattr(EDITOR_HANDLER, "process_stream", spy)
     return summarize(sim.run()), batches
 
 
@@ -72,7 +75,7 @@ def test_one_partition_key_is_one_lane_and_sixteen_shards_edit_side_by_side(monk
 def test_a_record_the_editor_always_fails_is_discarded_alone_after_the_retries(monkeypatch):
     """lambda_events.stream_after_failure in the simulator: the lane retries from the checkpoint,
     discards the failing record after stream_max_retries and goes on with the ones after it."""
-    real = process_stream_module.process_stream
+    real = EDITOR_HANDLER.process_stream
     sim = PunctualSim(build("firehose", seed=1, quick=True), Models(), 1, backend="fake")  # one lane: full batches
     poison: list[str] = []  # the sequence number of the first batch's third record
     with_poison: list[list[str]] = []
@@ -90,7 +93,7 @@ def test_a_record_the_editor_always_fails_is_discarded_alone_after_the_retries(m
         done = real({"Records": event["Records"][:i]}, deps) if i else {"batchItemFailures": []}
         return {"batchItemFailures": [*done["batchItemFailures"], {"itemIdentifier": poison[0]}]}
 
-    monkeypatch.setattr(process_stream_module, "process_stream", spy)
+    monkeypatch.setattr(EDITOR_HANDLER, "process_stream", spy)
     result = sim.run()
     s = summarize(result)
     assert s.lost == 0 and s.early == 0

@@ -411,8 +411,12 @@ def test_a_failed_delete_is_retried_for_the_delete_alone_without_a_second_delive
     sk = schedule(stack, T0_MS, "d1")
     enqueue(stack, sk, T0_MS, delay_seconds=0)
     faults = Faults(stack.sqs, stack.ddb).fail("DeleteItem", "AccessDeniedException", times=7 * 3)
+    sent = capture_sends(stack)
     assert run_consumer(stack) == {"batchItemFailures": []}
     [first] = delivered(stack)
+    # the copy names the DelaySeconds it was sent with, as every pointer (its pick-up counts from them)
+    [copy] = [m for m in sent if m["QueueUrl"] == stack.settings.delay_queue_url]
+    assert (copy["DelaySeconds"], json.loads(copy["MessageBody"])["delay_seconds"]) == (20, 20)
     for _ in range(3):  # the delete keeps failing: the copy goes round, nothing is sent again
         frozen.tick(20)
         assert run_consumer(stack) == {"batchItemFailures": []}
@@ -485,7 +489,6 @@ def test_lambda_handler_entry_point(stack, frozen, monkeypatch, logs):
     EMF records) names its invocation's request id, and only the first is a cold start."""
     for name, value in to_environment(stack.settings).items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(obs, "_warm", set())
     obs._invocation.set({})
     reset_default_deps()
     try:

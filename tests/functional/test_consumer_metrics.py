@@ -4,12 +4,6 @@ arrive in EMF records the specification accepts, in the namespace and dimension 
 
 from __future__ import annotations
 
-import io
-import json
-
-import pytest
-
-from punctual.core import observability as obs
 from punctual.core.clock import ManualClock
 from punctual.core.config import Settings
 from punctual.core.keys import encode_sk
@@ -23,15 +17,7 @@ from tests.unit.test_observability import assert_valid_emf, values_of
 T0_MS = 1_798_761_600_000  # 2027-01-01T00:00:00Z
 
 
-@pytest.fixture
-def records():
-    buf = io.StringIO()
-    obs.set_stream(buf)
-    yield lambda: [rec for rec in map(json.loads, buf.getvalue().splitlines()) if "_aws" in rec]
-    obs.set_stream(None)
-
-
-def test_the_lateness_alarm_sees_every_row_of_a_1000_row_group(records):
+def test_the_lateness_alarm_sees_every_row_of_a_1000_row_group(emf_records):
     # GIVEN the most rows one invocation delivers (consumer_max_rows: 1,000), due on the same ms, in
     # one message (an invocation always keeps its first message whatever its size)
     clock = ManualClock(T0_MS - 500)
@@ -54,7 +40,7 @@ def test_the_lateness_alarm_sees_every_row_of_a_1000_row_group(records):
     # THEN every EMF record is within the specification's limits (CloudWatch drops a record with a
     # 1,000-value array), each in the alarm's namespace and Instance dimension, and together they
     # carry all 1,000 lateness values
-    out = records()
+    out = emf_records()
     for rec in out:
         assert_valid_emf(rec)
         (directive,) = rec["_aws"]["CloudWatchMetrics"]

@@ -218,6 +218,8 @@ def test_window_rows_sent_with_exact_delays(stack, frozen):
     report = poll(stack.deps)
 
     assert log.delays() == rows
+    # each body names the DelaySeconds it was sent with (the consumer's pick-up counts from them)
+    assert [json.loads(e["MessageBody"])["delay_seconds"] for e in log.entries] == [e["DelaySeconds"] for e in log.entries]
     assert len(log.entries) == len(rows) and log.calls == 1
     assert report.sent == len(rows) and report.rejected == 0
     # only the delay-0 messages are visible at once; the others exactly at their delay
@@ -237,7 +239,7 @@ def test_window_rows_sent_with_exact_delays(stack, frozen):
     frozen.tick(0.001)
     bodies = delay_bodies(stack)
     assert bodies == [{"pk": "scheduler", "sk": sk(900 * S, "window-edge"), "due_ms": T0_MS + 900 * S,
-                       "attempt": 1, "enqueued_ms": T0_MS}]
+                       "attempt": 1, "enqueued_ms": T0_MS, "delay_seconds": 900}]
     frozen.tick(3_600)
     assert delay_bodies(stack) == []  # rows beyond the window were never sent
     table = row_map(stack)

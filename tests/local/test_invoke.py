@@ -21,11 +21,13 @@ def test_the_poller_gets_the_rule_events_id_as_its_token(monkeypatch):
     the event as the deps once poll() took a second parameter."""
     fn = _function("punctual.functions.poller.handler.handler")
     seen = []
-    monkeypatch.setattr(fn.module, "poll", lambda deps, token=None: seen.append((deps, token)) or SimpleNamespace(summary=dict))
-    event = {"id": "local-1-1", "detail-type": "Scheduled Event", "source": "aws.events"}
+    monkeypatch.setattr(fn.module, "poll", lambda deps, token=None, scheduled_ms=None:
+                        seen.append((deps, token, scheduled_ms)) or SimpleNamespace(summary=dict))
+    event = {"id": "local-1-1", "detail-type": "Scheduled Event", "source": "aws.events", "time": "2027-01-01T00:03:00Z"}
     fn.invoke(event)
     fn.invoke(event)
-    assert seen == [(fn.deps, "local-1-1"), (fn.deps, "local-1-1")]
+    # and the minute it fired for, its PollDelayMs's start (latencies.scheduled_minute_ms)
+    assert seen == [(fn.deps, "local-1-1", 1_798_761_780_000)] * 2
 
 
 def test_the_consumer_gets_its_event_and_deps(monkeypatch):

@@ -9,15 +9,21 @@ from types import SimpleNamespace
 import pytest
 
 from punctual.core import observability as obs
+from punctual.core.clock import ManualClock
 from punctual.core.config import Settings
 from punctual.core.metrics_names import INSTANCE_DIMENSION, LATENESS_MS, REJECTED_ROWS
+from punctual.core.runtime import start_invocation
 
 
 @pytest.fixture(autouse=True)
-def fresh_process(monkeypatch):
-    """No invocation bound and no function started yet, as in a new execution environment."""
+def fresh_process():
+    """No invocation bound yet."""
     obs._invocation.set({})
-    monkeypatch.setattr(obs, "_warm", set())
+
+
+def environment() -> SimpleNamespace:
+    """What runtime.start_invocation reads of an execution environment's Deps (new: not warm yet)."""
+    return SimpleNamespace(warm=False, clock=ManualClock(0))
 
 
 @pytest.fixture
@@ -61,11 +67,11 @@ def test_properties_cannot_change_the_dimension_or_the_directive(emitted):
 
 
 def test_lines_carry_the_request_id_and_the_cold_start_flag(emitted):
-    ctx = SimpleNamespace(function_name="poller", aws_request_id="r1")
-    assert obs.start_invocation(ctx) == {"request_id": "r1", "cold_start": True}
+    deps = environment()
+    start_invocation(SimpleNamespace(function_name="poller", aws_request_id="r1"), deps)
     obs.log("INFO", "one", request_id="forged", cold_start="forged")
     obs.metric(Settings(), REJECTED_ROWS, 1)
-    obs.start_invocation(SimpleNamespace(function_name="poller", aws_request_id="r2"))
+    start_invocation(SimpleNamespace(function_name="poller", aws_request_id="r2"), deps)
     obs.log("INFO", "two")
     first, metric, second = emitted()
     assert (first["request_id"], first["cold_start"], first["message"]) == ("r1", True, "one")
@@ -73,11 +79,18 @@ def test_lines_carry_the_request_id_and_the_cold_start_flag(emitted):
     assert (second["request_id"], second["cold_start"]) == ("r2", False)
 
 
-def test_cold_start_is_per_function_and_a_context_may_be_missing(emitted):
-    """The local stack runs the three functions in one process: each has its own first invocation."""
-    assert obs.start_invocation(SimpleNamespace(function_name="poller", aws_request_id="a"))["cold_start"]
-    assert obs.start_invocation(SimpleNamespace(function_name="editor", aws_request_id="b"))["cold_start"]
-    assert obs.start_invocation(None) == {"cold_start": True}
+def test_cold_start_is_per_execution_environment_and_a_context_may_be_missing(emitted):
+    """An execution environment's Deps are built on its cold start (runtime.default_deps in Lambda; the
+    local stack's functions and the benchmark's environments each have their own): the first
+    invocation with them is the cold one, whatever ran in the process before."""
+    poller, editor = environment(), environment()
+    start_invocation(SimpleNamespace(function_name="poller", aws_request_id="a"), poller)
+    assert obs.cold_start()
+    start_invocation(SimpleNamespace(function_name="editor", aws_request_id="b"), editor)
+    assert obs.cold_start()
+    start_invocation(SimpleNamespace(function_name="poller", aws_request_id="c"), poller)
+    assert not obs.cold_start()
+    assert obs.start_invocation(None, cold_start=True) == {"cold_start": True}
     obs.log("INFO", "no context")
     (rec,) = emitted()
     assert "request_id" not in rec and rec["cold_start"] is True
@@ -143,6 +156,68 @@ def test_dimension_sets_over_30_keys_and_clashing_names_are_refused():
     assert len(obs.emf_records("N", {f"d{i}": "v" for i in range(30)}, [("M", "Count", 1)], 1)) == 1
     with pytest.raises(ValueError, match="distinct"):
         obs.emf_records("N", {"Instance": "x"}, [("Instance", "Count", 1)], 1)
+
+
+# CloudWatch Logs: "Each log event can be no larger than 256 KB"; a batch counts "the sum of all event
+# messages in UTF-8, plus 26 bytes for each log event" (API reference, PutLogEvents).
+LOG_EVENT_BYTES, LOG_EVENT_OVERHEAD = 262_144, 26
+
+
+@pytest.mark.parametrize("over", [0, 1])
+def test_a_record_is_split_where_its_line_would_pass_one_log_event(over):
+    """GIVEN two metrics whose record's line, with its properties, is exactly one log event (26 bytes of
+    overhead counted) or one byte more WHEN emitted THEN one line of exactly 262,118 bytes, or two
+    lines that each fit and together carry every value once."""
+    s = Settings(instance_name="i")
+    metrics = [(LATENESS_MS, "Milliseconds", [1, 2, 3]), (REJECTED_ROWS, "Count", 4)]
+
+    def lines(pad: int) -> list[str]:
+        buf = io.StringIO()
+        obs.set_stream(buf)
+        try:
+            obs.metrics(s, metrics, timestamp_ms=7, note="x" * pad)
+        finally:
+            obs.set_stream(None)
+        return buf.getvalue().splitlines()
+
+    (bare,) = lines(0)
+    room = LOG_EVENT_BYTES - LOG_EVENT_OVERHEAD - len(bare.encode("utf-8"))
+    out = lines(room + over)
+    sizes = [len(line.encode("utf-8")) for line in out]
+    assert sizes == [262_118] if not over else len(sizes) == 2
+    assert all(len(line.encode("utf-8")) + LOG_EVENT_OVERHEAD <= LOG_EVENT_BYTES for line in out)
+    records = [json.loads(line) for line in out]
+    for rec in records:
+        assert_valid_emf(rec)
+    assert values_of(records, LATENESS_MS) == [1, 2, 3] and values_of(records, REJECTED_ROWS) == [4]
+
+
+def test_one_metrics_values_are_halved_until_each_record_fits():
+    """A single metric whose values cannot share one log event with the properties: its values are
+    split; a single value that cannot fit is an error (nothing could carry it)."""
+    pad = "x" * (LOG_EVENT_BYTES - 600)  # room for the directive and ~60 of the 100 six-byte values
+    values = list(range(10_000, 10_100))
+    records = obs.emf_records("N", {"Instance": "x"}, [("M", "Count", values)], 1, {"note": pad})
+    assert len(records) == 2
+    assert all(len(obs.emf_line(r).encode("utf-8")) + LOG_EVENT_OVERHEAD <= LOG_EVENT_BYTES for r in records)
+    assert values_of(records, "M") == values
+    with pytest.raises(ValueError, match="does not fit one log event"):
+        obs.emf_records("N", {"Instance": "x"}, [("M", "Count", 1)], 1, {"note": "x" * LOG_EVENT_BYTES})
+
+
+def test_a_log_line_and_its_metrics_share_one_line_and_the_line_stands_alone_without_values(emitted, threshold):
+    s = Settings(instance_name="i")
+    obs.log_with_metrics("INFO", "batch done", s, [(LATENESS_MS, "Milliseconds", [5, 6])], 9, records=2)
+    obs.log_with_metrics("INFO", "batch done", s, [(LATENESS_MS, "Milliseconds", [])], 9, records=0)
+    threshold("WARNING")
+    obs.log_with_metrics("INFO", "batch done", s, [(LATENESS_MS, "Milliseconds", [])], 9, records=0)
+    obs.log_with_metrics("INFO", "batch done", s, [(LATENESS_MS, "Milliseconds", [7])], 9, records=1)
+    with_values, alone, metric_at_warning = emitted()
+    assert (with_values["message"], with_values["level"], with_values["records"]) == ("batch done", "INFO", 2)
+    assert with_values[LATENESS_MS] == [5, 6] and with_values["_aws"]["Timestamp"] == 9
+    assert alone == {"level": "INFO", "message": "batch done", "records": 0}
+    # a metric record is always written, whatever the threshold; the line alone is not
+    assert metric_at_warning[LATENESS_MS] == [7] and metric_at_warning["records"] == 1
 
 
 def test_an_empty_value_array_emits_nothing(emitted):

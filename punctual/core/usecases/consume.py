@@ -33,6 +33,7 @@ from punctual.core.consumer_rules import (
     parse_record,
     plan_consume,
 )
+from punctual.core.latencies import elapsed_ms
 from punctual.core.planning import MAX_EXTRA_WAKE_MS
 from punctual.core.retry import call_with_retry, time_left_ms
 from punctual.core.runtime import Deps
@@ -131,40 +132,51 @@ def _serve_controls(deps: Deps, report: ConsumeReport) -> None:
 
 
 def _emit_metrics(deps: Deps, report: ConsumeReport) -> None:
-    """The invocation's metrics, in one EMF record (the counts that are zero only when always sent)."""
+    """The invocation's metrics, in one EMF record (the counts that are zero only when always sent),
+    its self-measurement with them (docs/construct.md, "Self-measurement")."""
     values: list[tuple[str, str, float | list[float]]] = [
-        (names.LATENESS_MS, "Milliseconds", [ev.lateness_ms for ev in report.delivered]),
+        (names.LATENESS_MS, "Milliseconds", list(report.lateness_ms)),
         (names.DELIVERED, "Count", len(report.delivered)),
         (names.DROPPED, "Count", report.dropped),
+        (names.PICKUP_MS, "Milliseconds", list(report.pickup_ms)),
     ]
-    for name, count in ((names.PUT_BACK, report.put_back), (names.POISON_MESSAGES, report.poison)):
+    counts = ((names.PUT_BACK, report.put_back), (names.POISON_MESSAGES, report.poison),
+              (names.COLD_STARTS, int(obs.cold_start())))
+    for name, count in counts:
         if count:
             values.append((name, "Count", count))
     values += control_metrics(report.controls)
     obs.metrics(deps.settings, values, timestamp_ms=deps.clock.now_ms())
 
 
-def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
-    s, clock = deps.settings, deps.clock
-    report = ConsumeReport()
-    records = event.get("Records") or [] if isinstance(event, dict) else []
+def _parse(records: list[Any], deps: Deps, started: int, report: ConsumeReport) -> tuple[list[Pending], str]:
+    """The batch's row pointers, its controls and poison noted in ``report`` with each first-received
+    message's pick-up (from its planned visibility to ``started``); and the queue's ARN."""
     parsed: list[Pending] = []
     source_arn = ""
     for position, record in enumerate(records):
         try:
-            one = parse_record(record, position, s.partitions)
+            one = parse_record(record, position, deps.settings.partitions)
         except PoisonMessage as exc:
             _poison(record, position, str(exc), report)
         else:
             parsed += one.pointers
+            if one.visible_ms is not None:
+                report.pickup_ms.append(elapsed_ms(started, one.visible_ms))
             if one.control is not None:
                 report.controls.append(one.control)
             if one.poison:
                 _poison(record, position, one.poison, report)
         if isinstance(record, dict) and isinstance(record.get("eventSourceARN"), str):
             source_arn = record["eventSourceARN"]
+    return parsed, source_arn
 
-    plan = plan_consume(parsed, clock.now_ms(), max_wait_ms(deps))
+
+def consume(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
+    s, started = deps.settings, deps.clock.now_ms()
+    report = ConsumeReport()
+    parsed, source_arn = _parse(event.get("Records") or [] if isinstance(event, dict) else [], deps, started, report)
+    plan = plan_consume(parsed, started, max_wait_ms(deps))  # parsing takes no time that counts
     queue_url = s.delay_queue_url or queue_url_from_arn(source_arn)
     for rec, seconds in plan.put_back:
         report.put_back += 1

@@ -14,6 +14,8 @@ from punctual.core.models import DeliveredEvent
 class ConsumeReport:
     failures: list[str] = field(default_factory=list)  # messageIds to redeliver
     delivered: list[DeliveredEvent] = field(default_factory=list)
+    lateness_ms: list[int] = field(default_factory=list)  # of each delivered event, from its ready time (Task.lateness_ms)
+    pickup_ms: list[int] = field(default_factory=list)  # of each pointer message received first (latencies)
     dropped: int = 0
     rejected: int = 0
     put_back: int = 0

@@ -122,6 +122,7 @@ def send_events(deps: Deps, todo: list[tuple[Pending, Task]], report: ConsumeRep
         if failure is None:
             sent.append((rec, task, ev))
             report.delivered.append(ev)
+            report.lateness_ms.append(task.lateness_ms(ev.delivered_at_ms))
             report.undeleted.append(rec)
         elif failure.sender_fault:
             _refused(deps, rec, task, failure, report)
@@ -225,7 +226,7 @@ def retry_later(deps: Deps, recs: list[Pending], report: ConsumeReport, delete_o
         by_message[(rec.message_id, rec.message.pk, sent_ms)].append(rec)
     out = [Outgoing(ref=mid, delay_seconds=RETRY_SECONDS, body=DelayGroup.body_of(
         pk, [(r.message.sk, r.due_ms, r.message.attempt) for r in sorted(group, key=lambda r: r.due_ms)],
-        sent_ms, delete_only=delete_only))
+        sent_ms, delete_only=delete_only, delay_seconds=RETRY_SECONDS))
         for (mid, pk, sent_ms), group in by_message.items()]
     refused = send_all(deps.sqs, s.delay_queue_url, out, deps.clock, workers=s.send_workers)
     for f in refused:

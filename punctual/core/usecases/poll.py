@@ -25,7 +25,8 @@ from punctual.core.arming import (
 )
 from punctual.core.cron import ARM_MARGIN_MS, next_minute_after, one_shot_cron
 from punctual.core.keys import after_window_key, window_upper_key
-from punctual.core.metrics_names import ORPHANS_DEFERRED
+from punctual.core.latencies import elapsed_ms
+from punctual.core.metrics_names import ORPHANS_DEFERRED, POLL_DELAY_MS
 from punctual.core.models import RowRejected, task_from_item
 from punctual.core.planning import (
     DeadClaims,
@@ -157,15 +158,21 @@ def invocation_token(event: Any, context: Any) -> str | None:
     return request_id if isinstance(request_id, str) and request_id else None
 
 
-def poll(deps: Deps, token: str | None = None) -> PollReport:
+def poll(deps: Deps, token: str | None = None, scheduled_ms: int | None = None) -> PollReport:
     """One poll. ``token`` (invocation_token): the same in every attempt of one invocation; an
     attempt resends at once the rows an earlier attempt claimed, and takes over its lease.
+    ``scheduled_ms``: the minute the rule fired for (latencies.scheduled_minute_ms; None for an
+    invocation no schedule made): the poll's delay from it is its first metric (``PollDelayMs``,
+    docs/construct.md "Self-measurement"; a retry of the invocation counts its retry delay too).
 
     A poll that fails gives its lease back and asks for the next poll through the delay queue
     (ensure_poll.request_poll), then raises (Lambda retries it): a table or a rule failing for
     longer than the retries never leaves the schedule without a poll coming (docs/architecture.md,
     "When arming fails")."""
     started = deps.clock.now_ms()
+    if scheduled_ms is not None:
+        obs.metric(deps.settings, POLL_DELAY_MS, elapsed_ms(started, scheduled_ms), unit="Milliseconds",
+                   timestamp_ms=started)
     try:
         return _poll(deps, token, started)
     except Exception as exc:

@@ -31,6 +31,8 @@ from punctual.core.arming import (
     sync_rule,
 )
 from punctual.core.cron import ARM_MARGIN_MS
+from punctual.core.latencies import elapsed_ms, stream_created_ms
+from punctual.core.metrics_names import STREAM_LAG_MS
 from punctual.core.models import RowRejected, Task
 from punctual.core.planning import next_poll_minute, stream_claim_token
 from punctual.core.runtime import Deps
@@ -156,11 +158,16 @@ def process_plan(deps: Deps, plan: StreamPlan) -> EditorReport:
 
 
 def process_stream(event: dict[str, Any], deps: Deps) -> dict[str, Any]:
-    """Handle one batch of DynamoDB stream records; returns the partial-failure response."""
+    """Handle one batch of DynamoDB stream records; returns the partial-failure response. Its metric:
+    each record's lag from its creation to this start (``StreamLagMs``, docs/construct.md
+    "Self-measurement")."""
     records = (event.get("Records") or []) if isinstance(event, dict) else []
-    plan = plan_stream_batch(records, deps.settings, deps.clock.now_ms())
+    started = deps.clock.now_ms()
+    plan = plan_stream_batch(records, deps.settings, started)
     report = process_plan(deps, plan)
-    obs.log("INFO", "stream batch done", records=len(plan.records), ignored=report.ignored,
-            rejected=report.rejected, sent=report.sent, skipped=report.skipped, armed_ms=report.armed_ms,
-            failures=len(report.failures))
+    lags = [elapsed_ms(started, created) for created in map(stream_created_ms, records) if created is not None]
+    obs.log_with_metrics("INFO", "stream batch done", deps.settings, [(STREAM_LAG_MS, "Milliseconds", lags)],
+                         started, records=len(plan.records), ignored=report.ignored, rejected=report.rejected,
+                         sent=report.sent, skipped=report.skipped, armed_ms=report.armed_ms,
+                         failures=len(report.failures))
     return report.response()

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from punctual.core import metrics_names as names
 from punctual.core import observability as obs
 from punctual.core.clock import Clock, sleep_until
-from punctual.core.config import Settings
+from punctual.core.config import MAX_DELAY_SECONDS, Settings
 from punctual.core.keys import due_second
 from punctual.core.models import DelayGroup, DeliveredEvent, RowSend, Task, delivery_body
 from punctual.core.parallel import Skipped, pmap_or_stop
@@ -164,9 +164,10 @@ def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, cloc
     cluster = {g: clusters[due_second(claimed[g[0]][0].due_ms)] for g in groups}  # every row is counted
     extra = {g: extra_wake_ms(len(g), cluster[g], s.consumer_max_rows) for g in groups}
     out = [
-        Outgoing(ref=g, body=DelayGroup.body_of(
-            claimed[g[0]][0].pk, [(claimed[i][0].sk, claimed[i][0].due_ms, claimed[i][0].attempt) for i in g],
-            enqueued_ms=max(claimed[i][1] for i in g), extra_wake_ms=extra[g],
+        _pointer(g, partial(
+            DelayGroup.body_of, claimed[g[0]][0].pk,
+            [(claimed[i][0].sk, claimed[i][0].due_ms, claimed[i][0].attempt) for i in g],
+            max(claimed[i][1] for i in g), extra_wake_ms=extra[g],
             consumer_rows=message_consumer_rows(cluster[g], s.consumer_max_rows)))
         for g in groups
     ]
@@ -177,6 +178,13 @@ def _claim_and_send_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, cloc
     failures = {f.ref: f for f in _send(sqs, s, clock, out, due, extra, alignable)}
     _settle(ddb, s, clock, claimed, groups, failures, report)
     return not refused
+
+
+def _pointer(ref: object, body_of: Callable[..., str]) -> Outgoing:
+    """A delay-queue message whose body names the DelaySeconds it is sent with (``body_of(
+    delay_seconds=...)``; the consumer's pick-up counts from them), its size estimated with the most."""
+    return Outgoing(ref=ref, body=body_of(delay_seconds=MAX_DELAY_SECONDS),
+                    render=lambda _now_ms, delay_s: body_of(delay_seconds=delay_s))
 
 
 def _settle(ddb: DynamoDBClient, s: Settings, clock: Clock, claimed: Sequence[tuple[Task, int]],
@@ -219,7 +227,7 @@ def _claim_and_deliver_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, c
     failures = {(f.ref,): f for f in _deliver(sqs, s, clock, [task for task, _ in claimed], visible)}
     sent = _settle(ddb, s, clock, claimed, [(i,) for i in range(len(claimed))], failures, report)
     # the consumer's metrics (its lateness alarm and dashboard), with the lateness each send planned
-    lateness = [visible[i] - task.due_ms for i, (task, _) in enumerate(claimed) if (i,) not in failures]
+    lateness = [task.lateness_ms(visible[i]) for i, (task, _) in enumerate(claimed) if (i,) not in failures]
     obs.metrics(s, [(names.LATENESS_MS, "Milliseconds", lateness), (names.DELIVERED, "Count", len(lateness))],
                 timestamp_ms=clock.now_ms())
     _, left, _ = delete_sent(ddb, s, clock, [RowSend(t.pk, t.sk, t.attempt, at) for t, at in sent])
