@@ -151,7 +151,8 @@ class CdkScheduler:
             self.at(self.sc.inserts[i], partial(self.insert, i))
         minute = 0
         while minute <= self.sc.horizon_ms:  # rate(14 minutes), fired somewhere in its minute like any rule
-            fire = minute + self.rng.randint(0, self.m.rule_fire_spread_ms - 1) + self._u(self.m.rule_target_delay_ms)
+            fire = (minute + self.rng.randint(0, self.m.rule_fire_spread_ms - 1)
+                    + self.m.rule_target_delay_ms.sample(self.rng))
             self.at(fire, lambda t: self.extract(t, attempt=0))
             minute += self.m.cdk_period_ms
         while self.heap and self.heap[0][0] <= self.sc.horizon_ms:
@@ -183,7 +184,7 @@ class CdkScheduler:
 
     def stream_write(self, event: str, i: int, t: int) -> None:
         """A record, readable after the stream's latency and never before the records written before it."""
-        readable = max(t + self._u(self.m.stream_latency_ms), self.shard[-1][0] if self.shard else 0)
+        readable = max(t + self.m.stream_latency_ms.sample(self.rng), self.shard[-1][0] if self.shard else 0)
         self.shard.append((readable, event, i))
         self.poll_lane(readable)
 
@@ -308,7 +309,7 @@ class CdkScheduler:
     def invoke(self, fn: str, t: int, body: Callable[[Run], None]) -> tuple[bool, int]:
         """Run ``body`` as an invocation of ``fn`` at ``t`` (cold when idle past warm_idle_ms)."""
         cold = t > self.warm_until[fn]
-        begin = t + (self._u(self.m.cold_start_ms) if cold else 0)
+        begin = t + (self.m.cold_start_ms.sample(self.rng) if cold else 0)
         run = Run(fn, begin, begin + TIMEOUT_MS)
         error: str | None = None
         try:
@@ -319,7 +320,7 @@ class CdkScheduler:
             self.counters[f"cdk_timeouts:{fn}"] += 1
         except (SdkCallFailed, Crash) as exc:
             error = str(exc)
-        self.warm_until[fn] = run.now + self.m.warm_idle_ms
+        self.warm_until[fn] = run.now + self.m.warm_idle_ms.sample(self.rng)
         self.res.invocations.append(Invocation(fn, begin, run.now - t, cold, run.sent, error))
         return error is None, run.now
 

@@ -31,6 +31,14 @@ SCHEDULER_INVOCATION = 1.00 / 1e6
 # CloudWatch Logs standard ingestion (the handlers log JSON lines and EMF metrics).
 LOGS_PER_GB = 0.50
 
+# CloudWatch (the fixed monthly costs, reported apart from the price per million tasks): a standard-resolution
+# alarm, a custom metric (each name + dimension set; prorated by the hour, billed while it is emitted), a
+# dashboard. The free tier (10 metrics, 10 alarms, 3 dashboards an account) is ignored, as everywhere here.
+CLOUDWATCH_ALARM_MONTH = 0.10
+CLOUDWATCH_METRIC_MONTH = 0.30
+CLOUDWATCH_DASHBOARD_MONTH = 3.00
+MONTH_HOURS = 730  # AWS's pricing month
+
 SOURCES = {
     "DynamoDB": "aws.amazon.com/dynamodb/pricing/on-demand (2024-11-01 cut: $0.625/M WRU, $0.125/M RRU)",
     "SQS": "aws.amazon.com/sqs/pricing (standard queue, $0.40 per million requests, 64 KB chunks)",
@@ -39,4 +47,6 @@ SOURCES = {
     "Lambda": "aws.amazon.com/lambda/pricing ($0.20 per 1M requests; arm64 $0.0000133334 per GB-s)",
     "EventBridge Scheduler": "aws.amazon.com/eventbridge/pricing ($1.00 per million scheduled invocations)",
     "CloudWatch Logs": "aws.amazon.com/cloudwatch/pricing ($0.50 per GB ingested, standard class)",
+    "CloudWatch": "aws.amazon.com/cloudwatch/pricing ($0.10 per standard-resolution alarm metric a month, $0.30 per "
+    "custom metric a month for the first 10,000, prorated by the hour; $3.00 per dashboard a month)",
 }

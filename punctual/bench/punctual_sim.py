@@ -53,7 +53,7 @@ from punctual.lambda_events import (
     stream_record,
 )
 
-from .billing import IDLE_RECEIVE_API, idle_receives
+from .billing import IDLE_RECEIVE_API, emf_metrics, fixed_monthly, idle_receives
 from .capacity import PartitionCapacity, get_read_units, is_throttled, query_read_units, transact_write_units
 from .control_plane import ControlPlaneQuota, throttling_error
 from .cpu import request_cpu_ms, response_cpu_ms, whole_ms
@@ -106,11 +106,12 @@ class SimContext:
 
 @dataclass
 class _Environment:
-    """A Lambda execution environment: free since ``free_ms``, with what it keeps between
-    invocations (its Deps)."""
+    """A Lambda execution environment: free since ``free_ms`` and kept until ``kept_until_ms`` (its idle
+    lifetime drawn when it went idle: Models.warm_idle_ms), with what it keeps between invocations (its Deps)."""
 
     free_ms: int
     deps: Deps
+    kept_until_ms: int = 0
 
 
 @dataclass
@@ -149,19 +150,26 @@ class RunResult:
     # What the handlers measured of the models (their EMF records' self-measurement values), by
     # (metric name, whether the invocation was a cold start): _LogSink
     self_measured: dict[tuple[str, bool], list[float]] = field(default_factory=dict)
+    # The deployment's fixed monthly cost by part (billing.fixed_monthly; empty for the alternatives' models)
+    # and the custom metrics its functions emitted in the run (name, dimensions).
+    fixed_monthly: dict[str, float] = field(default_factory=dict)
+    metrics_emitted: list[str] = field(default_factory=list)
 
 
 class _LogSink:
-    """Counts the bytes the handlers log (CloudWatch Logs ingestion) without keeping them, but the
+    """Counts the bytes the handlers log (CloudWatch Logs ingestion) without keeping them, the custom
+    metrics their EMF lines define (each name + dimension set one metric: a fixed monthly cost), and the
     values of their self-measurement metrics (:data:`SELF_MEASURED`), by (metric name, cold start):
     what a deployment's EMF records would give ``punctual calibrate``."""
 
     def __init__(self) -> None:
         self.bytes = 0
+        self.metrics: set[tuple[str, str, tuple[tuple[str, str], ...]]] = set()
         self.measured: dict[tuple[str, bool], list[float]] = defaultdict(list)
 
     def write(self, s: str) -> int:
         self.bytes += len(s.encode("utf-8"))
+        self.metrics |= emf_metrics(s)
         if '"_aws"' in s and any(f'"{name}"' in s for name in SELF_MEASURED):
             record = json.loads(s)
             for name in SELF_MEASURED:
@@ -232,20 +240,22 @@ class PunctualSim:
         m, counters = self.m, self.result.counters
         self.rule = RuleSource(
             self.engine, self._invoker("poller", self._run_poller), make_event=self._rule_event,
-            fire_delay_ms=lambda minute: self.rng.randint(0, m.rule_fire_spread_ms - 1) + self._u(m.rule_target_delay_ms),
+            fire_delay_ms=lambda minute: (self.rng.randint(0, m.rule_fire_spread_ms - 1)
+                                          + m.rule_target_delay_ms.sample(self.rng)),
             retry_delays_ms=m.poller_retry_delays_ms, on_begun=self._armed_for_begun_minute, counters=counters,
             on_failure=self._poll_failed)
         self.stream = StreamSource(
             self.engine, self._invoker("editor", self._run_editor),
             to_record=lambda raw: stream_record(raw, self.table_arn_stream, REGION),
             filters=EDITOR_STREAM_FILTERS, batch_size=m.stream_batch_size, max_retries=m.stream_max_retries,
-            lane=lane_of(m.stream_shards, m.stream_parallelization), latency_ms=lambda: self._u(m.stream_latency_ms),
+            lane=lane_of(m.stream_shards, m.stream_parallelization),
+            latency_ms=lambda: m.stream_latency_ms.sample(self.rng),
             retry_delay_ms=lambda failures: m.stream_retry_delay_ms, on_poll=self._stream_polled, counters=counters,
             on_discard=self._stream_gave_up, bisect_on_error=True, max_record_age_ms=m.stream_max_record_age_ms)
         self.queue = QueueSource(
             self.engine, self._invoker("consumer", self._run_consumer), receive=self._esm_receive,
             delete=self._esm_delete, queue_arn=f"arn:aws:sqs:{REGION}:123456789012:punctual-delay", region=REGION,
-            poll_latency_ms=lambda: self._u(m.sqs_poll_latency_ms), visibility_ms=m.delay_visibility_ms,
+            poll_latency_ms=lambda: m.sqs_poll_latency_ms.sample(self.rng), visibility_ms=m.delay_visibility_ms,
             initial_concurrency=m.esm_initial_concurrency, scale_per_minute=m.esm_scale_per_minute,
             max_concurrency=m.esm_max_concurrency, lost=lambda msg: msg["MessageId"] in self.lost_message_ids,
             counters=counters)
@@ -327,7 +337,7 @@ class PunctualSim:
             return
         self.result.requests[("lambda-destination", "sqs.SendMessage")] += 1
         self.esm_sqs.send_message(QueueUrl=self.settings.delay_queue_url, MessageBody=json.dumps(record))
-        self.queue.schedule(self.engine.now + self._u(self.m.sqs_poll_latency_ms), self.engine.now)
+        self.queue.schedule(self.engine.now + self.m.sqs_poll_latency_ms.sample(self.rng), self.engine.now)
 
     def _published(self, who: str, params: dict[str, Any], parsed: dict[str, Any]) -> None:
         """A message published to the control topic: SNS invokes the poller with it (asynchronously) after
@@ -342,7 +352,7 @@ class PunctualSim:
             self.result.counters[f"control_delivered:{kind}"] += 1
             self.topic.attempt(event)
 
-        self.engine.at(self.engine.now + self._u(self.m.sns_delivery_latency_ms), deliver)
+        self.engine.at(self.engine.now + self.m.sns_delivery_latency_ms.sample(self.rng), deliver)
 
     def _stream_polled(self, taken: int) -> None:
         self.result.counters["stream_records"] += taken
@@ -354,7 +364,7 @@ class PunctualSim:
         for outage in self.outages:
             if outage.covers("ReceiveMessage", {"QueueUrl": self.settings.delay_queue_url}, self.engine.now):
                 back = outage.end_ms
-                self.queue.schedule(back + self._u(self.m.sqs_poll_latency_ms), back)
+                self.queue.schedule(back + self.m.sqs_poll_latency_ms.sample(self.rng), back)
                 return []
         self.sqs_view_ms = max(self.engine.now, view or 0)
         try:
@@ -652,11 +662,11 @@ class PunctualSim:
                         self.lost_message_ids.add(ok[e["Id"]])  # SQS loses it: nobody will receive it
                         self.result.counters["injected_lost_messages"] += 1
                     early = self.rng.randint(0, self.m.sqs_early_max_ms)
-                    self.queue.schedule(max(self.engine.now, visible - early) + self._u(self.m.sqs_poll_latency_ms),
-                                        visible)
+                    pick_up = self.m.sqs_poll_latency_ms.sample(self.rng)
+                    self.queue.schedule(max(self.engine.now, visible - early) + pick_up, visible)
         elif op == "ChangeMessageVisibility" and url == self.settings.delay_queue_url:
             back = self.engine.now + int(params.get("VisibilityTimeout", 0)) * 1000
-            self.queue.schedule(back + self._u(self.m.sqs_poll_latency_ms), back)
+            self.queue.schedule(back + self.m.sqs_poll_latency_ms.sample(self.rng), back)
 
     def _delivery_visible_ms(self, entry: dict[str, Any]) -> int:
         """When a message sent now to the delivery queue becomes visible to the user's consumers: its
@@ -676,18 +686,19 @@ class PunctualSim:
         new environment: new Deps, so its handler sees a cold start). ``body(context, deps)`` runs with
         a Lambda context (the function's timeout: the invocation's deadline) and the environment's Deps."""
         pool = self.warm[fn]
-        pool[:] = [env for env in pool if t_ms - env.free_ms <= self.m.warm_idle_ms]
+        pool[:] = [env for env in pool if t_ms <= env.kept_until_ms]
         env = next((e for e in pool if e.free_ms <= t_ms), None)
         cold = env is None
         if env is None:
             env = _Environment(t_ms, self._handler_deps())
         else:
             pool.remove(env)
-        start = t_ms + (0 if not cold else self._u(self.m.cold_start_ms))
+        start = t_ms + (0 if not cold else self.m.cold_start_ms.sample(self.rng))
         init_ms = start - t_ms
 
         def done(proc: Process) -> None:
             env.free_ms = proc.ended_ms
+            env.kept_until_ms = env.free_ms + self.m.warm_idle_ms.sample(self.rng)
             self.warm[fn].append(env)
             if proc.ended_ms - proc.started_ms > TIMEOUT_S.get(fn, 900) * 1000:
                 self.result.counters[f"past_timeout:{fn}"] += 1
@@ -833,6 +844,9 @@ class PunctualSim:
                     setattr(obj, name, old)
         self.result.log_bytes = sink.bytes
         self.result.self_measured = dict(sink.measured)
+        self.result.metrics_emitted = sorted(f"{name} {dict(dims)}" for _, name, dims in sink.metrics)
+        self.result.fixed_monthly = fixed_monthly(self.has_control_topic, len(sink.metrics), self.m.esm_idle_pollers,
+                                                  self.m.esm_idle_wait_s)
         self.result.counters["engine_events"] = self.engine.events_run
         if self.outage_plan:
             self._count_outage_lateness()

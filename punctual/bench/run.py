@@ -15,12 +15,12 @@ from typing import Any
 
 from punctual.core.config import DIRECT_LEAD_SECONDS
 
-from . import prices
+from . import models_file, prices
 from .alternatives import eventbridge_scheduler
 from .cdk_scheduler import cdk_scheduler
-from .models import EARLY_READING_MS, SOURCES, Models
+from .models import PESSIMISTIC, PESSIMISTIC_WHY, READINGS, SOURCES, Models, reading
 from .punctual_sim import PunctualSim, RunResult
-from .report import Summary, api_table, machine_summary, plots, summarize, table
+from .report import Summary, api_table, combine_seeds, machine_summary, plots, summarize, table, table_notes
 from .scenarios import DEFAULT_NAMES, NAMES, build
 
 # Strategies that run Punctual's real handlers, with the Settings each overrides: punctual-direct is
@@ -43,9 +43,12 @@ EXPERIMENTS: dict[str, dict[str, Any]] = {
     "punctual-wake0": {"wake_early_ms": 0},
     "punctual-per-row": {"group_span_ms": 0},
 }
-# SQS delay timers: "on-time" (what AWS documents: visible when DelaySeconds elapse, the default),
-# "early" (a stress reading, an assumption: up to EARLY_READING_MS before), "both" runs every strategy
-# under each, the documented one first (see SOURCES["sqs_early_max_ms"]).
+# Readings (`--reading`, repeatable): "public" (the models fitted to the public measurements, the default),
+# "pessimistic" (every parameter at its pessimistic value, models.PESSIMISTIC), "early" (the public fit with the
+# early SQS timer, the stress reading of the never-early invariant); "both" = public and pessimistic.
+READING_CHOICES = (*READINGS, "both")
+# `--sqs-model`, kept: on-time = the public fit with the SQS timer on time whatever --set says ("on-time"),
+# early = the early reading, both = the two, the documented one first (see SOURCES["sqs_early_max_ms"]).
 SQS_MODELS = ("on-time", "early", "both")
 EXTRA = "pip install 'punctual-aws[bench]'"  # the packages a run needs beyond the wheel's own
 PUBLISHED = "bench/results"  # the repository's published results: written only with --publish
@@ -62,7 +65,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", action="append", choices=NAMES,
                    help="scenario to run (repeatable; default: all but firehose, which needs --backend fake)")
     p.add_argument("--quick", action="store_true", help="CI-sized scenarios (seconds, not minutes)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=None, help="one seed (default 1; see --seeds)")
+    p.add_argument("--seeds", default=None, metavar="SEEDS",
+                   help="several seeds, e.g. 1-5 or 1,2,3,4,5: every figure is their median, with its range "
+                        "(the headlines are the median of 5 seeds)")
     p.add_argument("--tasks", type=int, default=None, help="override the scenario's number of tasks")
     p.add_argument("--rate", type=int, default=None,
                    help="firehose only: inserts a second (default 10,000; for 60 s unless --tasks says how many)")
@@ -87,10 +93,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("moto", "fake"), default="moto",
                    help="AWS for the real handlers: moto via boto3 (default) or the in-memory fake "
                         "(punctual/bench/fastaws.py: no botocore/moto, ~10x faster; for 100,000-task runs)")
+    p.add_argument("--reading", action="append", choices=READING_CHOICES, default=None,
+                   help="the models' reading (repeatable): public = fitted to the public measurements (the "
+                        "default), pessimistic = every parameter at its pessimistic value, early = public with "
+                        "the early SQS timer; both = public and pessimistic, side by side")
     p.add_argument("--sqs-model", choices=SQS_MODELS, default=None,
-                   help="SQS delay timers: on-time = visible when DelaySeconds elapse, as AWS documents (the "
-                        "default: sqs_early_max_ms=0); early = the stress reading, visible up to 1 s before (or "
-                        "sqs_early_max_ms when set); both = run each, the documented one first, side by side")
+                   help="SQS delay timers only: on-time = visible when DelaySeconds elapse, as AWS documents "
+                        "(sqs_early_max_ms=0); early = the early reading (up to 1 s before, or sqs_early_max_ms "
+                        "when set); both = the two, the documented one first")
+    p.add_argument("--models", default=None, metavar="FILE",
+                   help="a JSON file of model overrides, distributions included (what `punctual calibrate` "
+                        "writes; docs/benchmark.md, \"A models file\"); --set applies on top")
     p.add_argument("--json", metavar="FILE", default=None,
                    help="also write a machine-readable summary (one object per scenario; a list when several)")
     p.add_argument("--combine", action="store_true",
@@ -152,80 +165,158 @@ def sqs_model_label(models: Models) -> str:
     return "early" if models.sqs_early_max_ms > 0 else "on-time"
 
 
-def sqs_models(choice: str | None, models: Models) -> list[Models]:
-    """The model sets a run uses, the default (or only) one first. ``None``: the models as given (the
-    documented on-time model unless ``--set sqs_early_max_ms`` says otherwise)."""
-    on_time = replace(models, sqs_early_max_ms=0)
-    early = replace(models, sqs_early_max_ms=models.sqs_early_max_ms or EARLY_READING_MS)
-    return {None: [models], "on-time": [on_time], "early": [early], "both": [on_time, early]}[choice]
+def seeds_of(args: argparse.Namespace) -> list[int]:
+    """``--seeds 1-5`` or ``--seeds 1,2,3``, else ``--seed N`` (default 1)."""
+    spec, one = getattr(args, "seeds", None), getattr(args, "seed", None)
+    if spec is None:
+        return [1 if one is None else one]
+    if one is not None:
+        raise SystemExit("--seed and --seeds: choose one")
+    try:
+        if "-" in spec.strip("-"):
+            lo, hi = (int(x) for x in spec.split("-", 1))
+            seeds = list(range(lo, hi + 1))
+        else:
+            seeds = [int(x) for x in spec.split(",")]
+    except ValueError:
+        raise SystemExit(f"--seeds {spec!r}: a range (1-5) or a list (1,2,3)") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise SystemExit(f"--seeds {spec!r}: at least one seed, none twice")
+    return seeds
+
+
+def reading_names(args: argparse.Namespace) -> list[str]:
+    """The readings a run uses, in order: ``--reading`` (both = public, pessimistic), or ``--sqs-model``
+    (on-time, early, both = on-time and early), else the public fit alone."""
+    chosen, sqs = getattr(args, "reading", None), getattr(args, "sqs_model", None)
+    if chosen and sqs:
+        raise SystemExit("--reading and --sqs-model: choose one (--reading early is --sqs-model early)")
+    if sqs:
+        return {"on-time": ["on-time"], "early": ["early"], "both": ["on-time", "early"]}[sqs]
+    names = [n for c in chosen or ["public"] for n in (("public", "pessimistic") if c == "both" else (c,))]
+    return list(dict.fromkeys(names))
+
+
+def model_readings(names: list[str], base: Models, file: models_file.ModelsFile | None = None,
+                   set_pairs: list[str] | tuple[str, ...] = ()) -> list[tuple[str, Models]]:
+    """Each reading's models, the first the default. ``base``: the public fit with the models file's and
+    ``--set``'s overrides; a parameter either sets is kept in every reading (theirs win), except that the
+    file's ``pessimistic`` values are the pessimistic reading's (``--set`` still wins) and "on-time" is the
+    SQS timer on time whatever they say."""
+    file = file or models_file.ModelsFile()
+    set_names = {pair.partition("=")[0] for pair in set_pairs}
+    kept = frozenset(set(file.models) | set_names)
+    out: list[tuple[str, Models]] = []
+    for name in names:
+        if name == "on-time":
+            models = replace(base, sqs_early_max_ms=0)
+        else:
+            models = reading(name, base, kept)
+        if name == "pessimistic":
+            models = replace(models, **{k: v for k, v in file.pessimistic.items() if k not in set_names})
+        out.append((name, models))
+    return out
 
 
 def _command(args: argparse.Namespace) -> str:
     backend, sqs_model = getattr(args, "backend", "moto"), getattr(args, "sqs_model", None)
-    return ("punctual bench" + (" --quick" if args.quick else "") + f" --seed {args.seed}"
+    seeds = seeds_of(args)
+    seed = f" --seeds {args.seeds}" if getattr(args, "seeds", None) else f" --seed {seeds[0]}"
+    return ("punctual bench" + (" --quick" if args.quick else "") + seed
             + "".join(f" --scenario {n}" for n in (args.scenario or []))
             + (f" --tasks {args.tasks}" if args.tasks else "")
             + (f" --rate {args.rate}" if getattr(args, "rate", None) else "")
             + (f" --shards {args.shards}" if getattr(args, "shards", None) else "")
             + "".join(f" --strategy {st}" for st in (args.strategy or []))
             + (f" --backend {backend}" if backend != "moto" else "")
+            + "".join(f" --reading {r}" for r in (getattr(args, "reading", None) or []))
             + (f" --sqs-model {sqs_model}" if sqs_model else "")
+            + (f" --models {args.models}" if getattr(args, "models", None) else "")
             + "".join(f" --set {kv}" for kv in args.set)
             + "".join(f" --setting {kv}" for kv in getattr(args, "setting", [])))
 
 
 def _summary_order(s: Summary) -> tuple[int, int]:
-    """Scenarios in NAMES order, then strategies; a stable sort keeps the SQS models of one
-    strategy side by side, in the order they ran."""
+    """Scenarios in NAMES order, then strategies; a stable sort keeps the readings of one strategy side by
+    side, in the order they ran."""
     ranks = STRATEGIES + tuple(EXPERIMENTS)
     return (NAMES.index(s.scenario) if s.scenario in NAMES else 99, ranks.index(s.strategy))
 
 
-def _model_note(model_list: list[Models]) -> str:
-    if len(model_list) == 1:
-        return ""
-    return (f"\n- SQS model: rows marked `on-time` ran with `sqs_early_max_ms` = 0 (the documented model), rows "
-            f"marked `early` with {model_list[-1].sqs_early_max_ms} (the stress reading, an assumption).")
-
-
-def _run_all(args: argparse.Namespace, model_list: list[Models]) -> tuple[list[RunResult], list[Summary]]:
-    """Every scenario under every SQS model; results of a model other than the first are named
-    "<strategy> (<model>)" (plots, counters), summaries carry the model in ``sqs_model``."""
+def _run_all(args: argparse.Namespace, readings: list[tuple[str, Models]]) -> tuple[list[RunResult], list[Summary]]:
+    """Every scenario under every reading with every seed, one after the other. Each (scenario, strategy,
+    reading) gives one Summary, the median of its seeds (report.combine_seeds); the RunResults kept (plots,
+    counters) are the first seed's, named "<strategy> (<reading>)" for a reading other than the first."""
     results: list[RunResult] = []
     summaries: list[Summary] = []
+    seeds = seeds_of(args)
     for name in args.scenario or DEFAULT_NAMES:
         strategies = tuple(args.strategy or SCENARIO_STRATEGIES.get(name, STRATEGIES))
-        for models in model_list:
-            started = time.perf_counter()
-            rs = run_scenario(name, args.seed, args.quick, models, strategies, args.tasks,
-                              backend=getattr(args, "backend", "moto"),
-                              settings=run_settings(args),
-                              rate=getattr(args, "rate", None))
-            label = sqs_model_label(models)
-            results += rs if models is model_list[0] else [replace(r, strategy=f"{r.strategy} ({label})") for r in rs]
-            summaries += [replace(summarize(r), sqs_model=label) for r in rs]
-            print(f"{name} [{label} SQS]: {', '.join(f'{r.strategy} {r.wall_s:.1f} s' for r in rs)} "
-                  f"({time.perf_counter() - started:.1f} s)", flush=True)
+        for label, models in readings:
+            per_seed: dict[str, list[tuple[int, Summary]]] = {st: [] for st in strategies}
+            for seed in seeds:
+                started = time.perf_counter()
+                rs = run_scenario(name, seed, args.quick, models, strategies, args.tasks,
+                                  backend=getattr(args, "backend", "moto"), settings=run_settings(args),
+                                  rate=getattr(args, "rate", None))
+                for r in rs:
+                    per_seed[r.strategy].append(
+                        (seed, replace(summarize(r), reading=label, sqs_model=sqs_model_label(models))))
+                if seed == seeds[0]:
+                    results += rs if label == readings[0][0] else [
+                        replace(r, strategy=f"{r.strategy} ({label})") for r in rs]
+                print(f"{name} [{label}, seed {seed}]: {', '.join(f'{r.strategy} {r.wall_s:.1f} s' for r in rs)} "
+                      f"({time.perf_counter() - started:.1f} s)", flush=True)
+            summaries += [combine_seeds(runs) for runs in per_seed.values()]
     summaries.sort(key=_summary_order)
     return results, summaries
 
 
-def _report(cmd: str, results: list[RunResult], summaries: list[Summary], model_list: list[Models]) -> str:
-    tag = len(model_list) > 1 or sqs_model_label(model_list[0]) != "on-time"
+def _model_parameters(readings: list[tuple[str, Models]], sources: dict[str, str]) -> str:
+    """Every parameter of the first reading with its source (a models file's first), then each other
+    reading's differences with why."""
+    first_name, first = readings[0]
+    lines = [f"- `{k}` = {_value(v)}: {sources.get(k) or SOURCES.get(k, '')}".rstrip(": ")
+             for k, v in asdict_shallow(first).items()]
+    for name, models in readings[1:]:
+        changed = {k: v for k, v in asdict_shallow(models).items() if getattr(first, k) != v}
+        lines.append(f"\nReading `{name}` differs from `{first_name}` in: " + ("; ".join(
+            f"`{k}` = {_value(v)}" + (f" ({PESSIMISTIC_WHY[k]})" if name == "pessimistic" and k in PESSIMISTIC_WHY
+                                      and PESSIMISTIC.get(k) == v else "")
+            for k, v in changed.items()) or "nothing") + ".")
+    return "\n".join(lines)
+
+
+def asdict_shallow(models: Models) -> dict[str, Any]:
+    return {f.name: getattr(models, f.name) for f in fields(models)}
+
+
+def _value(v: Any) -> str:
+    return v.describe() if hasattr(v, "describe") else str(v)
+
+
+def _run_times(summaries: list[Summary]) -> str:
+    return "## Run times (wall clock)\n\n" + "\n".join(
+        f"- {s.scenario} / {s.strategy} [{s.reading}]: {s.wall_s:.1f} s"
+        + (f" ({len(s.seeds)} seeds)" if len(s.seeds) > 1 else "") for s in summaries)
+
+
+def _report(cmd: str, results: list[RunResult], summaries: list[Summary], readings: list[tuple[str, Models]],
+            sources: dict[str, str]) -> str:
     return "\n\n".join([
         f"# Benchmark results\n\nCommand: `{cmd}`  \nPrices: {prices.PRICES_REGION} on-demand, "
         f"written down {prices.PRICES_DATE} (punctual/bench/prices.py).",
-        table(summaries),
+        table(summaries) + "\n\n" + table_notes(summaries),
         "## Requests and cost by API\n\n" + api_table(summaries),
-        "## Run times (wall clock)\n\n" + "\n".join(
-            f"- {s.scenario} / {s.strategy}" + (f" [{s.sqs_model} SQS]" if tag else "") + f": {s.wall_s:.1f} s"
-            for s in summaries),
-        "## Simulator counters\n\n" + "\n".join(
+        _run_times(summaries),
+        "## Simulator counters\n\n" + ("(the first seed's)\n\n" if any(len(s.seeds) > 1 for s in summaries) else "")
+        + "\n".join(
             f"- {r.scenario} / {r.strategy}: " + ", ".join(f"{k}={v}" for k, v in sorted(r.counters.items()))
             for r in results if r.counters),
-        "## Model parameters\n\n" + "\n".join(
-            f"- `{k}` = {v}" + (f": {SOURCES[k]}" if k in SOURCES else "")
-            for k, v in asdict(model_list[0]).items()) + _model_note(model_list),
+        "## Custom metrics emitted\n\n" + ("(the first seed's)\n\n" if any(len(s.seeds) > 1 for s in summaries) else "")
+        + "\n".join(f"- {r.scenario} / {r.strategy}: {len(r.metrics_emitted)}: {', '.join(r.metrics_emitted)}"
+                    for r in results if r.fixed_monthly),
+        "## Model parameters\n\n" + _model_parameters(readings, sources),
     ])
 
 
@@ -259,17 +350,22 @@ def main(args: argparse.Namespace) -> int:
     out_dir = output_dir(args)
     if args.combine:
         return combine(out_dir)
-    model_list = sqs_models(getattr(args, "sqs_model", None), Models().with_overrides(args.set))
+    file = models_file.load(args.models) if getattr(args, "models", None) else models_file.ModelsFile()
+    seeds_of(args)  # a bad --seeds stops the run before it starts
+    base = replace(Models(), **file.models).with_overrides(args.set)
+    readings = model_readings(reading_names(args), base, file, args.set)
     out_dir.mkdir(parents=True, exist_ok=True)
-    results, summaries = _run_all(args, model_list)
+    results, summaries = _run_all(args, readings)
     cmd = _command(args)
     stem = "results" if not args.scenario else "results-" + "-".join(args.scenario)
-    (out_dir / f"{stem}.md").write_text(_report(cmd, results, summaries, model_list) + "\n")
+    (out_dir / f"{stem}.md").write_text(_report(cmd, results, summaries, readings, file.sources) + "\n")
     (out_dir / f"{stem}.json").write_text(
         json.dumps({"command": cmd, "summaries": [asdict(s) for s in summaries]}, indent=1) + "\n")
     written = [f"{out_dir}/{stem}.md", f"{stem}.json"]
     if getattr(args, "json", None):
-        write_machine_summary(Path(args.json), summaries, [sqs_model_label(m) for m in model_list])
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(machine_summary(summaries), indent=1) + "\n")
         written.append(args.json)
     if not args.no_plots:
         plots(results, out_dir)
@@ -278,21 +374,6 @@ def main(args: argparse.Namespace) -> int:
     print(table(summaries))
     print(f"\nwritten: {', '.join(written)}")
     return 0
-
-
-def write_machine_summary(path: Path, summaries: list[Summary], labels: list[str]) -> None:
-    """``--json``: the first model's figures; under ``--sqs-model both`` the early reading's in "early"."""
-    first = [s for s in summaries if s.sqs_model == labels[0]]
-    early = [s for s in summaries if s.sqs_model == "early"] if len(labels) > 1 else None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(machine_summary(first, early), indent=1) + "\n")
-
-
-def _reading_note(summaries: list[Summary]) -> str:
-    if all(s.sqs_model == "on-time" for s in summaries):
-        return ""
-    return ("  \nSQS model: `on-time` is what AWS documents (the default); `early` (delayed messages visible up to "
-            "1 s before their delay ends) is a stress reading, an assumption with no source.")
 
 
 def combine(out_dir: Path) -> int:
@@ -305,12 +386,10 @@ def combine(out_dir: Path) -> int:
     summaries.sort(key=_summary_order)
     text = "\n\n".join([
         "# Benchmark results\n\nCommands: " + "; ".join(f"`{c}`" for c in commands)
-        + f"  \nPrices: {prices.PRICES_REGION} on-demand, written down {prices.PRICES_DATE}."
-        + _reading_note(summaries),
-        table(summaries),
+        + f"  \nPrices: {prices.PRICES_REGION} on-demand, written down {prices.PRICES_DATE}.",
+        table(summaries) + "\n\n" + table_notes(summaries),
         "## Requests and cost by API\n\n" + api_table(summaries),
-        "## Run times (wall clock)\n\n" + "\n".join(
-            f"- {s.scenario} / {s.strategy}: {s.wall_s:.1f} s" for s in summaries),
+        _run_times(summaries),
     ])
     (out_dir / "results.md").write_text(text + "\n")
     print(table(summaries))

@@ -14,6 +14,7 @@ import pytest
 
 from punctual.bench import run as bench_run
 from punctual.bench.billing import IDLE_RECEIVE_API
+from punctual.bench.distributions import Fixed
 from punctual.bench.models import Models
 from punctual.bench.punctual_sim import CONTROL_TOPIC_ARN_FAKE, EPOCH_MS, PunctualSim, RunResult
 from punctual.bench.report import summarize
@@ -100,11 +101,12 @@ def test_direct_deploys_no_delay_queue_so_bills_no_idle_receives_and_runs_no_con
     assert direct.delivered == direct.n == 3 and direct.lost == 0 and direct.early == 0
     assert {inv.fn for inv in r.invocations} <= {"poller", "editor"}
     assert "consumer" in {inv.fn for inv in idle_week["punctual"].invocations}
-    assert default.by_api[IDLE_RECEIVE_API] > 0 and default.cost_parts["(SQS: idle receives)"] > 1
-    assert IDLE_RECEIVE_API not in direct.by_api and direct.cost_parts["(SQS: idle receives)"] == 0
+    assert idle_week["punctual"].requests[("lambda-sqs-poller", IDLE_RECEIVE_API)] > 0
+    assert default.fixed_parts["idle receives"] == pytest.approx(5 * 730 * 180 * 0.40 / 1e6)  # a month of them
+    assert direct.fixed_parts["idle receives"] == 0
     assert not any(actor == "lambda-sqs-poller" for actor, _ in r.requests)  # no event source at all
     assert r.counters["sends_without_delay_queue"] == 0
-    assert direct.usd_per_million < default.usd_per_million / 100
+    assert direct.fixed_usd_month < default.fixed_usd_month
 
 
 def test_direct_sends_each_task_to_the_delivery_queue_and_nothing_through_a_consumer():
@@ -118,8 +120,9 @@ def test_direct_sends_each_task_to_the_delivery_queue_and_nothing_through_a_cons
     assert {inv.fn for inv in r.invocations} <= {"poller", "editor"}
 
 
-def _sim(settings: dict) -> PunctualSim:
-    sim = PunctualSim(Scenario("t", "", [0], [60_000], 120_000), Models(), seed=1, backend="fake", settings=settings)
+def _sim(settings: dict, models: Models | None = None) -> PunctualSim:
+    sim = PunctualSim(Scenario("t", "", [0], [60_000], 120_000), models or Models(), seed=1, backend="fake",
+                      settings=settings)
     sim._setup_fake()
     sim.frozen = SimpleNamespace(move_to=lambda _: None)
     return sim
@@ -153,14 +156,13 @@ def test_a_failure_notice_goes_to_the_delay_queue_or_in_direct_delivery_to_the_t
 
 
 def test_a_poll_request_published_by_a_handler_invokes_the_poller_after_the_sns_latency():
-    sim = _sim({"delivery": "direct"})
+    sim = _sim({"delivery": "direct"}, Models(sns_delivery_latency_ms=Fixed(70), cold_start_ms=Fixed(300)))
     sim.h_sns.publish(TopicArn=sim.settings.control_topic_arn, Message=json.dumps(
         {"request": "poll", "poll_by_ms": EPOCH_MS + 120_000, "reason": "test"}))
     assert sim.aws.published == []  # the simulator delivers it: the fake keeps nothing
     sim.engine.run(sim.engine.now + 60_000)
     (inv,) = sim.result.invocations
-    lo, hi = Models().sns_delivery_latency_ms
-    assert inv.fn == "poller" and lo <= inv.start_ms <= hi + Models().cold_start_ms[1] and inv.error is None
+    assert inv.fn == "poller" and inv.start_ms == 70 + 300 and inv.cold and inv.error is None  # the latency, cold
     assert sim.result.counters["control_delivered:request"] == 1
     assert summarize(sim.result).cost_parts["SNS"] == pytest.approx(0.50 / 1e6 * 1e6)  # one Publish, one task
 
