@@ -455,3 +455,31 @@ def test_a_direct_send_waits_at_most_max_wait_and_is_late_by_less_than_a_second_
             assert visible >= dues[i]
             # a far one, sent with a bucket up to a step after now: < 1,000 - max_wait + that step late
             assert visible - max(dues[i], now) < 1000 - max_wait + step
+
+
+@pytest.mark.parametrize("offset, margin, expected", [
+    (1_000, 250, 1_250), (900_000, 1000, 901_000), (999, 1000, 999), (0, 1000, 0), (-5_000, 1000, -5_000),
+    (60_000, 0, 60_000),
+])
+def test_a_direct_target_carries_the_early_margin_only_when_a_timer_is_involved(offset, margin, expected):
+    """Due a second or more away: sent with DelaySeconds, aimed at due + margin; under a second away
+    or past: sent with none (visible once sent), aimed at its due ms. Mutant: the margin on every
+    target (a task due in 999 ms would wait for a second more)."""
+    from punctual.core.planning import direct_target_ms
+
+    assert direct_target_ms(T0 + offset, T0, margin) == T0 + expected
+
+
+@pytest.mark.parametrize("max_wait", [0, 750, 1000])
+def test_a_target_beyond_the_longest_delay_is_sent_900_s_before_it_whatever_the_wait_bound(max_wait):
+    """A target 901 s away (a task due at the window's end, plus a margin of 1 s) has no moment in the
+    next second a whole number of seconds, at most 900, before it: it is sent 900 s before it, a
+    second after now, even past max_wait, so 900 s of DelaySeconds land it on its target. One at
+    900.999 s keeps its phase. Mutant: the phase in [now, now + 1 s) (sent at now with 900 s: visible
+    1 s before the target)."""
+    from punctual.core.planning import aligned_send_times
+
+    assert aligned_send_times([T0 + 901_000], T0, 100, near=True, max_wait_ms=max_wait) == [(T0 + 1_000, [0])]
+    assert delay_seconds(T0 + 901_000, T0 + 1_000) == 900
+    at = T0 + 999 if max_wait >= 999 else T0
+    assert aligned_send_times([T0 + 900_999], T0, 100, near=True, max_wait_ms=max_wait) == [(at, [0])]
