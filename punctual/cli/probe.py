@@ -111,8 +111,8 @@ def _sigterm_interrupts() -> Iterator[None]:
     try:
         yield
     finally:
-        if main:
-            signal.signal(signal.SIGTERM, previous)
+        if main:  # a handler not set from Python reads as None: the default then
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def probe(sqs: Any, run: ProbeRun, clock: Clock) -> None:

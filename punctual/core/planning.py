@@ -39,11 +39,18 @@ def delay_seconds(due_ms: int, now_ms: int, wake_early_ms: int = 0) -> int:
 
 
 def direct_target_ms(due_ms: int, now_ms: int, early_margin_ms: int) -> int:
-    """When a direct event is made visible at the earliest (docs/architecture.md, "Direct delivery"):
-    ``early_margin_ms`` after its due ms when it goes with DelaySeconds (a second or more away), so
-    that a delay timer up to that much early still shows it on time; its due ms itself when it goes
-    with none (under a second away, or past: visible once sent, no timer to be early)."""
+    """The moment a direct event's send is planned to make it visible (docs/architecture.md, "Direct
+    delivery"): ``early_margin_ms`` after its due ms when it is a second or more away (it will go with
+    DelaySeconds); its due ms itself when under a second away (or past), so that it can be sent then
+    with none (:func:`direct_delay_seconds`)."""
     return due_ms + early_margin_ms if due_ms - now_ms >= 1000 else due_ms
+
+
+def direct_delay_seconds(due_ms: int, now_ms: int, early_margin_ms: int) -> int:
+    """DelaySeconds of a direct event sent at ``now_ms``: none once it is due (visible when SQS takes
+    the call: no timer to be early); else rounded up towards ``early_margin_ms`` after its due ms, so
+    that a delay timer up to that much early still never shows it before its due ms."""
+    return 0 if due_ms <= now_ms else delay_seconds(due_ms + early_margin_ms, now_ms)
 
 
 def aligned_send_times(targets: Sequence[int], now_ms: int, step_ms: int,
@@ -61,13 +68,15 @@ def aligned_send_times(targets: Sequence[int], now_ms: int, step_ms: int,
 
     ``max_wait_ms``: a message whose phase is further than that from now is not waited for: it is
     sent at now, visible up to a second after its target, less than ``1000 - max_wait_ms`` after it
-    (direct delivery's knob between a sender's billed wait and lateness), unless its target is 901 s
-    or more away: DelaySeconds stop at 900, so it is sent 900 s before its target, a second or more
-    after now (direct delivery's early margin puts a task due at the window's end there)."""
+    (direct delivery's knob between a sender's billed wait and lateness), unless its target is more
+    than 900 s away, out of DelaySeconds' reach from now: its phase is then waited for, and one 901 s
+    or more away is sent 900 s before it, a second or more after now (direct delivery's early margin
+    puts a task due at the window's end there)."""
     if step_ms < 1:
         raise ValueError(f"step_ms must be >= 1, got {step_ms}")
     phased = sorted((_phase(t, now_ms), i) for i, t in enumerate(targets) if near or t - now_ms >= 1000)
-    phased = sorted((at if at - now_ms <= max_wait_ms or _beyond_one_delay(targets[i], now_ms) else now_ms, i)
+    reach_ms = MAX_DELAY_SECONDS * 1000  # the furthest target a send now can still reach
+    phased = sorted((at if at - now_ms <= max_wait_ms or targets[i] - now_ms > reach_ms else now_ms, i)
                     for at, i in phased)
     plan: list[tuple[int, list[int]]] = []
     first = 0
@@ -86,14 +95,7 @@ def _phase(target_ms: int, now_ms: int) -> int:
     the longest DelaySeconds can reach from that moment."""
     if target_ms - now_ms < 1000:
         return max(target_ms, now_ms)
-    if _beyond_one_delay(target_ms, now_ms):
-        return target_ms - MAX_DELAY_SECONDS * 1000
-    return now_ms + (target_ms - now_ms) % 1000
-
-
-def _beyond_one_delay(target_ms: int, now_ms: int) -> bool:
-    """Whether no moment in [now, now + 1 s) is a whole number of seconds, at most 900, before the target."""
-    return target_ms - now_ms >= (MAX_DELAY_SECONDS + 1) * 1000
+    return max(now_ms + (target_ms - now_ms) % 1000, target_ms - MAX_DELAY_SECONDS * 1000)
 
 
 def visible_at(task: Task) -> int:

@@ -319,14 +319,19 @@ def test_the_early_margin_makes_each_timed_event_visible_that_much_after_its_due
         "soon": (700, 0, 0)}
 
 
-def test_a_task_due_at_the_windows_end_keeps_its_whole_margin(direct):
+def test_a_task_due_at_the_windows_end_keeps_its_whole_margin_and_so_does_one_not_waited_for(direct):
     """direct_early_margin_ms 1,000 (the most with a 900-s window), the default wait bound (750 ms): a
     row due exactly 900 s after the poll's clock aims at 901 s, beyond 900 s of DelaySeconds from any
-    moment in the next second: it is sent a second after now with 900 s, visible on its target.
-    Mutant: the phase kept in [now, now + 1 s) (sent at T0 with 900 s, the margin lost)."""
+    moment in the next second: it is sent a second after now with 900 s, visible on its target. A row
+    due in 800 ms is not waited for (past the wait bound): sent at once, it goes with a delay, so with
+    the margin: 2 s, visible 1,200 ms after its due ms. Mutants: the phase kept in [now, now + 1 s)
+    (edge sent at T0 with 900 s, the margin lost); the margin only for rows a second away (near sent
+    with 1 s, a timer up to 200 ms early would show it early: the benchmark's early reading found it)."""
     direct.settings = direct.deps.settings = dataclasses.replace(direct.settings, direct_early_margin_ms=1000,
                                                                  direct_max_wait_ms=750)
     sent = sends(direct)
     direct.put_raw(sk(900_000, "edge"), {"n": "edge"})
+    direct.put_raw(sk(800, "near"), {"n": "near"})
     poll(direct.deps)
-    assert [(at - T0_MS, delay, body["lateness_ms"]) for at, _, delay, body in sent] == [(1_000, 900, 1_000)]
+    assert {body["id"]: (at - T0_MS, delay, body["lateness_ms"]) for at, _, delay, body in sent} == {
+        "near": (0, 2, 1_200), "edge": (1_000, 900, 1_000)}

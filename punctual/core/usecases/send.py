@@ -32,6 +32,7 @@ from punctual.core.parallel import Skipped, pmap_or_stop
 from punctual.core.planning import (
     aligned_send_times,
     delay_seconds,
+    direct_delay_seconds,
     direct_target_ms,
     extra_wake_ms,
     group_by_due,
@@ -232,27 +233,26 @@ def _claim_and_deliver_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, c
 def _deliver(sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
              visible: dict[int, int]) -> list[Failed]:
     """Send each task's event to the delivery queue, failures returned (``ref``: the task's index).
-    Each aims at its target (planning.direct_target_ms: due + ``s.direct_early_margin_ms``, or its due
-    ms when under a second away) and goes at its phase (planning.aligned_send_times, ``near``):
-    DelaySeconds rounded up from a clock read right before the call (before SQS can start its timer)
-    make it visible at its target at the earliest under an exact timer, and at most
-    ``s.align_step_ms`` after it; one whose phase is more than
-    ``s.direct_max_wait_ms`` away goes at once, visible less than ``1000 - direct_max_wait_ms`` after
-    its target. With less than ALIGN_RESERVE_MS of the invocation left, all go at once (each up to a
-    second after its target). ``visible`` gets, by index, when each event sent becomes visible (its
-    body's ``delivered_at``)."""
+    Each goes at its phase (planning.aligned_send_times, ``near``) for its target
+    (planning.direct_target_ms: due + ``s.direct_early_margin_ms``, or its due ms when under a second
+    away). Its DelaySeconds (planning.direct_delay_seconds), from a clock read right before the call
+    (before SQS can start its timer), are none once due, else rounded up towards due + the margin: it
+    is visible at its target at the earliest under an exact timer, and at most ``s.align_step_ms``
+    after it. One whose phase is more than ``s.direct_max_wait_ms`` away goes at once, visible less
+    than ``1000 - direct_max_wait_ms`` after due + the margin. With less than ALIGN_RESERVE_MS of the
+    invocation left, all go at once (each up to a second after due + the margin). ``visible`` gets, by
+    index, when each event sent becomes visible (its body's ``delivered_at``)."""
     def render(i: int, now_ms: int, delay_s: int) -> str:
         visible[i] = now_ms + delay_s * 1000
         return direct_body(tasks[i], s, now_ms, delay_s)
 
-    now = clock.now_ms()
-    target = {i: direct_target_ms(t.due_ms, now, s.direct_early_margin_ms) for i, t in enumerate(tasks)}
-    plan = (aligned_send_times(list(target.values()), now, s.align_step_ms, near=True,
-                               max_wait_ms=s.direct_max_wait_ms)
-            if _time_to_align(clock) else [(now, list(target))])
+    now, margin = clock.now_ms(), s.direct_early_margin_ms
+    plan = (aligned_send_times([direct_target_ms(t.due_ms, now, margin) for t in tasks], now, s.align_step_ms,
+                               near=True, max_wait_ms=s.direct_max_wait_ms)
+            if _time_to_align(clock) else [(now, list(range(len(tasks))))])
     out = [Outgoing(ref=i, body=direct_body(t, s, t.due_ms, 0), render=partial(render, i)) for i, t in enumerate(tasks)]
     return _send_at(sqs, s.delivery_queue_url, s, clock, [(at, [out[i] for i in idx]) for at, idx in plan],
-                    lambda o: delay_seconds(target[o.ref], clock.now_ms()))  # type: ignore[index]
+                    lambda o: direct_delay_seconds(tasks[o.ref].due_ms, clock.now_ms(), margin))  # type: ignore[call-overload]
 
 
 def direct_body(task: Task, s: Settings, now_ms: int, delay_s: int) -> str:
