@@ -38,12 +38,14 @@ def delay_seconds(due_ms: int, now_ms: int, wake_early_ms: int = 0) -> int:
     return min(-(-remaining // 1000), MAX_DELAY_SECONDS)
 
 
-def direct_target_ms(due_ms: int, now_ms: int, early_margin_ms: int) -> int:
+def direct_target_ms(due_ms: int, now_ms: int, early_margin_ms: int, max_wait_ms: int = 1000) -> int:
     """The moment a direct event's send is planned to make it visible (docs/architecture.md, "Direct
-    delivery"): ``early_margin_ms`` after its due ms when it is a second or more away (it will go with
-    DelaySeconds); its due ms itself when under a second away (or past), so that it can be sent then
-    with none (:func:`direct_delay_seconds`)."""
-    return due_ms + early_margin_ms if due_ms - now_ms >= 1000 else due_ms
+    delivery"): its due ms itself when it is under a second away (or past) and the sender waits for
+    it (at most ``max_wait_ms``): sent then, it goes with no delay (:func:`direct_delay_seconds`);
+    else ``early_margin_ms`` after its due ms, as it will go with DelaySeconds (a phase for that
+    target, rather than a send at once with a delay rounded up a second past it)."""
+    waited = due_ms - now_ms < 1000 and due_ms - now_ms <= max_wait_ms
+    return due_ms if waited else due_ms + early_margin_ms
 
 
 def direct_delay_seconds(due_ms: int, now_ms: int, early_margin_ms: int) -> int:

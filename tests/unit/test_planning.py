@@ -457,17 +457,19 @@ def test_a_direct_send_waits_at_most_max_wait_and_is_late_by_less_than_a_second_
             assert visible - max(dues[i], now) < 1000 - max_wait + step
 
 
-@pytest.mark.parametrize("offset, margin, expected", [
-    (1_000, 250, 1_250), (900_000, 1000, 901_000), (999, 1000, 999), (0, 1000, 0), (-5_000, 1000, -5_000),
-    (60_000, 0, 60_000),
+@pytest.mark.parametrize("offset, margin, max_wait, expected", [
+    (1_000, 250, 1000, 1_250), (900_000, 1000, 750, 901_000), (999, 1000, 1000, 999), (0, 1000, 750, 0),
+    (-5_000, 1000, 0, -5_000), (60_000, 0, 750, 60_000), (750, 500, 750, 750), (751, 500, 750, 1_251),
 ])
-def test_a_direct_target_carries_the_early_margin_only_when_a_timer_is_involved(offset, margin, expected):
-    """Due a second or more away: planned with DelaySeconds, aimed at due + margin; under a second away
-    or past: planned at its due ms with none (visible once sent). Mutant: the margin on every target (a
-    task due in 999 ms would wait for a second more)."""
+def test_a_direct_target_carries_the_early_margin_only_when_a_timer_is_involved(offset, margin, max_wait, expected):
+    """Under a second away (or past) and waited for: planned at its due ms, sent then with no delay
+    (visible once sent); any other: planned with DelaySeconds, aimed at due + margin (751 ms away
+    with a wait bound of 750: its phase is at 251 ms, sent with 1 s, rather than at once with 2 s).
+    Mutants: the margin on every target (a task due in 999 ms would wait for a second more); the wait
+    bound ignored (751 ms: sent at once with 2 s, visible 1,249 ms after its due ms)."""
     from punctual.core.planning import direct_target_ms
 
-    assert direct_target_ms(T0 + offset, T0, margin) == T0 + expected
+    assert direct_target_ms(T0 + offset, T0, margin, max_wait) == T0 + expected
 
 
 @pytest.mark.parametrize("offset, margin, expected", [
@@ -489,11 +491,12 @@ def test_every_direct_send_with_a_timer_keeps_the_whole_margin(now, offsets, ste
     """Planned as the direct sender plans (targets from direct_target_ms, the wait bound, buckets), each
     event either goes with no delay at or after its due ms (no timer), or is visible at due + margin at
     the earliest under an exact timer (so a timer up to the margin early is never early), and less
-    than a second + a step after that. Mutant: the margin only for events a second away."""
+    than 1,000 - max_wait (+ a step) after that. Mutants: the margin only for events a second away; an
+    event under a second away but not waited for planned at its due ms (sent at once, a second late)."""
     from punctual.core.planning import aligned_send_times, direct_delay_seconds, direct_target_ms
 
     dues = [now + off for off in offsets]
-    plan = aligned_send_times([direct_target_ms(d, now, margin) for d in dues], now, step, near=True,
+    plan = aligned_send_times([direct_target_ms(d, now, margin, max_wait) for d in dues], now, step, near=True,
                               max_wait_ms=max_wait)
     assert sorted(i for _, idx in plan for i in idx) == list(range(len(dues)))
     for at, idx in plan:
@@ -503,7 +506,7 @@ def test_every_direct_send_with_a_timer_keeps_the_whole_margin(now, offsets, ste
             if d == 0:
                 assert at >= dues[i]
             else:
-                assert dues[i] + margin <= at + d * 1000 < dues[i] + margin + 1000 + step
+                assert dues[i] + margin <= at + d * 1000 < dues[i] + margin + 1000 - max_wait + step
 
 
 @pytest.mark.parametrize("max_wait", [0, 750, 1000])

@@ -235,7 +235,7 @@ def _deliver(sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
     """Send each task's event to the delivery queue, failures returned (``ref``: the task's index).
     Each goes at its phase (planning.aligned_send_times, ``near``) for its target
     (planning.direct_target_ms: due + ``s.direct_early_margin_ms``, or its due ms when under a second
-    away). Its DelaySeconds (planning.direct_delay_seconds), from a clock read right before the call
+    away and waited for). Its DelaySeconds (planning.direct_delay_seconds), from a clock read right before the call
     (before SQS can start its timer), are none once due, else rounded up towards due + the margin: it
     is visible at its target at the earliest under an exact timer, and at most ``s.align_step_ms``
     after it. One whose phase is more than ``s.direct_max_wait_ms`` away goes at once, visible less
@@ -247,8 +247,9 @@ def _deliver(sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
         return direct_body(tasks[i], s, now_ms, delay_s)
 
     now, margin = clock.now_ms(), s.direct_early_margin_ms
-    plan = (aligned_send_times([direct_target_ms(t.due_ms, now, margin) for t in tasks], now, s.align_step_ms,
-                               near=True, max_wait_ms=s.direct_max_wait_ms)
+    wait = s.direct_max_wait_ms
+    plan = (aligned_send_times([direct_target_ms(t.due_ms, now, margin, wait) for t in tasks], now, s.align_step_ms,
+                               near=True, max_wait_ms=wait)
             if _time_to_align(clock) else [(now, list(range(len(tasks))))])
     out = [Outgoing(ref=i, body=direct_body(t, s, t.due_ms, 0), render=partial(render, i)) for i, t in enumerate(tasks)]
     return _send_at(sqs, s.delivery_queue_url, s, clock, [(at, [out[i] for i in idx]) for at, idx in plan],
