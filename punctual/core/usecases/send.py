@@ -9,7 +9,8 @@ message whose send failed for good. A crash between claim and send leaves claime
 orphan check resends later: late, never lost, never early.
 
 In direct delivery (Settings.delivery) the message is the task's delivered event itself, sent to
-the delivery queue at the moment that makes it visible on its due ms (:func:`_deliver`); the rows
+the delivery queue at the moment that makes it visible on its due ms + the early margin
+(:func:`_deliver`); the rows
 sent are then taken out.
 """
 
