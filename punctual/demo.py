@@ -28,6 +28,7 @@ from punctual.client import PunctualClient
 from punctual.core.clock import SystemClock, iso_ms
 from punctual.core.keys import encode_sk
 from punctual.errors import AlreadyEnqueued
+from punctual.stats import percentile
 
 DEMO_PROPS = {"window": 70, "lead": 10}  # seconds (punctual.local.template.construct_kwargs)
 GRACE_MS = 6_000  # how late a delivery may come before the demo calls it lost
@@ -47,14 +48,6 @@ class Expect:
 class Seen:
     events: list[tuple[dict[str, Any], int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def percentile(values: list[int], p: float) -> int | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    k = max(0, min(len(ordered) - 1, int(round(p / 100 * len(ordered) + 0.5)) - 1))
-    return ordered[k]
 
 
 def _watch(sqs: Any, url: str, seen: Seen, stop: threading.Event, out: Any) -> None:

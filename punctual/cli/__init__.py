@@ -10,7 +10,8 @@ Configuration, first found wins:
   shards     --shards, PUNCTUAL_SHARDS, .punctual/local.json, 1 (the construct's shards)
   queues     PUNCTUAL_DELIVERY_QUEUE_URL / _DELAY_ / _REJECTED_, .punctual/local.json
 Errors are one line on stderr and a non-zero exit (PUNCTUAL_DEBUG=1 shows tracebacks);
-`redrive` exits 5 when it left messages on the queue.
+`redrive` exits 5 when it left messages on the queue; `probe` (the SQS delay timer, on a queue of its
+own) starts against real AWS only with --yes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import argparse
 import os
 import sys
 
-from . import local, monitor, redrive, tasks
+from . import local, monitor, probe, redrive, tasks
 from .exits import EXIT_ERROR, EXIT_NOT_FOUND, EXIT_PARTIAL, EXIT_UNREACHABLE, CliError, describe_error
 from .target import configured_endpoint
 
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     redrive.add_commands(sub, common)
     monitor.add_commands(sub, common)
     local.add_commands(sub, state)
+    probe.add_commands(sub, common)
     bench = sub.add_parser("bench", help="benchmark: the real handlers in virtual time vs the alternatives")
     bench_arguments(bench)
     bench.set_defaults(run=bench_main)

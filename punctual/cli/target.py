@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 from punctual.client import PunctualClient
 from punctual.core.clock import SystemClock
-from punctual.core.config import ENV
+from punctual.core.config import ENV, Settings
 from punctual.core.shards import MAX_SHARDS
 
 from .exits import CliError
@@ -34,6 +34,9 @@ class Target:
     # the deployment's delivery mode and window: which error names a task taken out after its send
     delivery: str = "consumer"
     window_seconds: int = 900
+    # direct delivery's early margin (Settings.direct_early_margin_ms): `punctual probe` says whether it
+    # covers the early tail it measures
+    direct_early_margin_ms: int = Settings.direct_early_margin_ms
     _clients: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def need_table(self) -> str:
@@ -103,7 +106,15 @@ def resolve_target(args: argparse.Namespace, environ: Mapping[str, str] | None =
         shards=_shards(_first(getattr(args, "shards", None), env.get(ENV["shards"]), mine.get("shards"), 1)),
         delivery=str(_first(env.get(ENV["delivery"]), mine.get("delivery"), "consumer")),
         window_seconds=_whole(_first(env.get(ENV["window_seconds"]), mine.get("window_seconds"), 900), "window"),
+        direct_early_margin_ms=_whole(_first_set(env.get(ENV["direct_early_margin_ms"]),
+                                                 mine.get("direct_early_margin_ms"), Settings.direct_early_margin_ms),
+                                      "direct early margin"),
     )
+
+
+def _first_set(*values: Any) -> Any:
+    """The first value that is not None (0 counts)."""
+    return next((v for v in values if v is not None), None)
 
 
 def _whole(value: Any, name: str) -> int:

@@ -108,15 +108,26 @@ class Settings:
     consumer_max_rows: int = 1000
     # How tasks reach the delivery queue: one of DELIVERY_MODES. "direct": no delay queue and no
     # consumer; a task is sent within its window before due (cancellable until then), visible on
-    # the delivery queue at most ``align_step_ms`` after its due ms (docs/architecture.md,
-    # "Direct delivery").
+    # the delivery queue ``direct_early_margin_ms`` after its due ms, or at most ``align_step_ms``
+    # after that (docs/architecture.md, "Direct delivery").
     delivery: str = "consumer"
     # Direct delivery: a sender waits at most this long for an event's phase (the moment that makes
-    # it visible on its due ms); an event whose phase is further away is sent at once, visible less
-    # than 1,000 - this many ms after due. 1,000: always wait (lateness <= align_step_ms); lower
-    # trades the senders' billed wait for lateness. 750: steady 100,000 p99 311 ms, max 362 ms,
-    # $5.60 per million, against 109 / 258 ms, $6.44 at 1,000 (docs/benchmark.md, "Direct delivery").
+    # it visible on its due ms + direct_early_margin_ms); an event whose phase is further away is sent
+    # at once, visible less than 1,000 - this many ms after that. 1,000: always wait (lateness <=
+    # align_step_ms past the margin); lower trades the senders' billed wait for lateness. 750 (measured
+    # with no margin): steady 100,000 p99 311 ms, max 362 ms, $5.60 per million, against 109 / 258 ms,
+    # $6.44 at 1,000 (docs/benchmark.md, "Direct delivery").
     direct_max_wait_ms: int = 750
+    # Direct delivery: each event sent with DelaySeconds is made visible this many ms after its due ms
+    # under an exact SQS delay timer, so a timer up to this much early still never shows it before its
+    # due ms (docs/architecture.md, "Direct delivery": what never-early rests on; `punctual probe`
+    # measures a deployment's timer and says whether this covers it). Every such event is this much
+    # later. 1,000: the benchmark's early reading (up to 1 s early) then delivers 0 early (steady 10,000
+    # and burst 20,000, 5 seeds; 9,441 and 16,159 early at 0), at the price of direct mode's p99 < 500
+    # ms: 1,258 / 1,330 ms on time (258 / 330 at 0; docs/benchmark.md, "The early margin"). At most
+    # 901,000 - window_seconds x 1,000: the longest DelaySeconds (900 s) must still reach due + margin
+    # for a task at the window's end.
+    direct_early_margin_ms: int = 1000
     # Shape of each delivery-queue message body: one of EVENT_FORMATS.
     event_format: str = "punctual"
     # Log lines below this level are not written (log_levels.LEVELS; metrics always are).
@@ -162,6 +173,9 @@ class Settings:
                              f"got {self.event_format!r}")
         if not 0 <= self.direct_max_wait_ms <= 1000:
             raise ValueError(f"direct_max_wait_ms must be 0..1000, got {self.direct_max_wait_ms}")
+        if not 0 <= self.direct_early_margin_ms <= self.max_direct_early_margin_ms:
+            raise ValueError(f"direct_early_margin_ms must be 0..{self.max_direct_early_margin_ms} (901,000 - the "
+                             f"window in ms), got {self.direct_early_margin_ms}")
         if self.delivery not in DELIVERY_MODES:
             raise ValueError(f"delivery must be one of {', '.join(map(repr, DELIVERY_MODES))}, "
                              f"got {self.delivery!r}")
@@ -188,6 +202,12 @@ class Settings:
     def direct(self) -> bool:
         """Direct delivery: the poller and the editor send each event to the delivery queue."""
         return self.delivery == "direct"
+
+    @property
+    def max_direct_early_margin_ms(self) -> int:
+        """The largest direct_early_margin_ms: a task due at the window's end, sent at once, is still
+        visible at due + margin with the longest DelaySeconds from a phase in the next second."""
+        return (MAX_DELAY_SECONDS + 1) * 1000 - self.window_ms
 
     @property
     def window_ms(self) -> int:
@@ -241,6 +261,7 @@ ENV: dict[str, str] = {
     "event_format": "PUNCTUAL_EVENT_FORMAT",
     "delivery": "PUNCTUAL_DELIVERY",
     "direct_max_wait_ms": "PUNCTUAL_DIRECT_MAX_WAIT_MS",
+    "direct_early_margin_ms": "PUNCTUAL_DIRECT_EARLY_MARGIN_MS",
     "log_level": "PUNCTUAL_LOG_LEVEL",
 }
 

@@ -38,6 +38,23 @@ def delay_seconds(due_ms: int, now_ms: int, wake_early_ms: int = 0) -> int:
     return min(-(-remaining // 1000), MAX_DELAY_SECONDS)
 
 
+def direct_target_ms(due_ms: int, now_ms: int, early_margin_ms: int, max_wait_ms: int = 1000) -> int:
+    """The moment a direct event's send is planned to make it visible (docs/architecture.md, "Direct
+    delivery"): its due ms itself when it is under a second away (or past) and the sender waits for
+    it (at most ``max_wait_ms``): sent then, it goes with no delay (:func:`direct_delay_seconds`);
+    else ``early_margin_ms`` after its due ms, as it will go with DelaySeconds (a phase for that
+    target, rather than a send at once with a delay rounded up a second past it)."""
+    waited = due_ms - now_ms < 1000 and due_ms - now_ms <= max_wait_ms
+    return due_ms if waited else due_ms + early_margin_ms
+
+
+def direct_delay_seconds(due_ms: int, now_ms: int, early_margin_ms: int) -> int:
+    """DelaySeconds of a direct event sent at ``now_ms``: none once it is due (visible when SQS takes
+    the call: no timer to be early); else rounded up towards ``early_margin_ms`` after its due ms, so
+    that a delay timer up to that much early still never shows it before its due ms."""
+    return 0 if due_ms <= now_ms else delay_seconds(due_ms + early_margin_ms, now_ms)
+
+
 def aligned_send_times(targets: Sequence[int], now_ms: int, step_ms: int,
                        near: bool = False, max_wait_ms: int = 1000) -> list[tuple[int, list[int]]]:
     """When to send messages so that whole seconds of DelaySeconds make each one visible at its
@@ -53,11 +70,16 @@ def aligned_send_times(targets: Sequence[int], now_ms: int, step_ms: int,
 
     ``max_wait_ms``: a message whose phase is further than that from now is not waited for: it is
     sent at now, visible up to a second after its target, less than ``1000 - max_wait_ms`` after it
-    (direct delivery's knob between a sender's billed wait and lateness)."""
+    (direct delivery's knob between a sender's billed wait and lateness), unless its target is more
+    than 900 s away, out of DelaySeconds' reach from now: its phase is then waited for, and one 901 s
+    or more away is sent 900 s before it, a second or more after now (direct delivery's early margin
+    puts a task due at the window's end there)."""
     if step_ms < 1:
         raise ValueError(f"step_ms must be >= 1, got {step_ms}")
     phased = sorted((_phase(t, now_ms), i) for i, t in enumerate(targets) if near or t - now_ms >= 1000)
-    phased = sorted((at if at - now_ms <= max_wait_ms else now_ms, i) for at, i in phased)
+    reach_ms = MAX_DELAY_SECONDS * 1000  # the furthest target a send now can still reach
+    phased = sorted((at if at - now_ms <= max_wait_ms or targets[i] - now_ms > reach_ms else now_ms, i)
+                    for at, i in phased)
     plan: list[tuple[int, list[int]]] = []
     first = 0
     for at, i in phased:
@@ -71,10 +93,11 @@ def aligned_send_times(targets: Sequence[int], now_ms: int, step_ms: int,
 
 def _phase(target_ms: int, now_ms: int) -> int:
     """The moment in [now, now + 1 s) a whole number of seconds before ``target_ms`` (the target
-    itself, or now, when it is less than a second away)."""
+    itself, or now, when it is less than a second away); 900 s before it when it is further than
+    the longest DelaySeconds can reach from that moment."""
     if target_ms - now_ms < 1000:
         return max(target_ms, now_ms)
-    return now_ms + (target_ms - now_ms) % 1000
+    return max(now_ms + (target_ms - now_ms) % 1000, target_ms - MAX_DELAY_SECONDS * 1000)
 
 
 def visible_at(task: Task) -> int:

@@ -252,6 +252,7 @@ class LocalStack:
             "shards": s.shards,
             "delivery": s.delivery,
             "window_seconds": s.window_seconds,
+            "direct_early_margin_ms": s.direct_early_margin_ms,
             "rule": s.rule_name,
             "control_topic": s.control_topic_arn or None,  # direct delivery's poll requests and failure notices
             "queues": self.queue_roles(),

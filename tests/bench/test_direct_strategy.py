@@ -236,3 +236,27 @@ def test_in_direct_delivery_the_faults_scenarios_delay_queue_outage_is_the_contr
     sim._poll_failed({"id": "rule-event-1"}, attempt=len(sim.rule.retry_delays_ms), error=RuntimeError("boom"))
     assert sim.result.counters["failure_notices_undelivered"] == 1
     assert sim.result.requests[("lambda-destination", "sns.Publish")] == 0
+
+
+def test_the_default_early_margin_keeps_direct_delivery_never_early_under_the_early_reading():
+    """Quick steady (fake backend) under the early reading (SQS showing a delayed message up to 1 s
+    before its delay ends: an assumption, EARLY_READING_MS): with the default direct_early_margin_ms
+    (1,000) no task is early, and on time every timed one is a second later; with a margin of 0 most
+    are early (the reading bites: the check is not rigged). Mutant: the margin not applied to the
+    sends (377 of 400 early)."""
+    from punctual.bench.models import EARLY_READING_MS
+    from punctual.core.config import Settings
+
+    early = replace(Models(), sqs_early_max_ms=EARLY_READING_MS)
+    assert Settings().direct_early_margin_ms == EARLY_READING_MS
+
+    def run(models: Models, **settings: int):
+        (r,) = run_scenario("steady", seed=1, quick=True, models=models, strategies=("punctual-direct",),
+                            backend="fake", settings=settings)
+        return summarize(r)
+
+    default, bare = run(early), run(early, direct_early_margin_ms=0)
+    assert default.delivered == default.n and default.early == 0
+    assert bare.early > bare.n * 0.9
+    on_time = run(Models())
+    assert on_time.early == 0 and on_time.p50 is not None and on_time.p50 >= EARLY_READING_MS

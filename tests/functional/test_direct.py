@@ -28,9 +28,10 @@ STEP = 100
 
 @pytest.fixture
 def direct(stack):
-    # direct_max_wait_ms 1,000: every phase waited for (the default, 750, is pinned on its own below)
+    # direct_max_wait_ms 1,000: every phase waited for; no early margin (the defaults, and the margin,
+    # are pinned on their own below)
     stack.settings = stack.deps.settings = dataclasses.replace(stack.settings, delivery="direct", align_step_ms=STEP,
-                                                               direct_max_wait_ms=1000)
+                                                               direct_max_wait_ms=1000, direct_early_margin_ms=0)
     return stack
 
 
@@ -339,3 +340,40 @@ def test_a_direct_poll_near_its_deadline_sends_at_once_instead_of_waiting_for_it
         assert got == {"c": (50, 200, 0), "a": (250, 100, 0), "b": (700, 100, 0), "d": (999, 300, 0)}
     else:
         assert got == {"a": (0, 101, 750), "b": (0, 101, 300), "c": (0, 201, 950), "d": (0, 301, 1)}
+
+
+def test_the_early_margin_makes_each_timed_event_visible_that_much_after_its_due_ms(direct):
+    """direct_early_margin_ms 250, a poll at T0: an event sent with DelaySeconds aims at due + 250 ms
+    (so a timer up to 250 ms early still shows it on time), sent at that target's phase; one under a
+    second away (or past) goes with no delay, at its due ms (at once): no timer, no margin.
+    Mutants: the margin left out (every lateness 0); the margin on the untimed ones too ("soon"
+    sent at 950 ms)."""
+    direct.settings = direct.deps.settings = dataclasses.replace(direct.settings, direct_early_margin_ms=250)
+    sent = sends(direct)
+    offsets = {"past": -5_000, "soon": 700, "one": 1_000, "a": 100_250, "b": 200_800}
+    for name, off in offsets.items():
+        direct.put_raw(sk(off, name), {"n": name})
+    poll(direct.deps)
+    # targets: past T0-5,000 (now), soon 700 (its due ms), one 1,250, a 100,500, b 201,050; phases:
+    # past 0, b 50 (shares past's send, made at 50), one 250, a 500, soon 700
+    assert {body["id"]: (at - T0_MS, delay, body["lateness_ms"]) for at, _, delay, body in sent} == {
+        "past": (50, 0, 5_050), "b": (50, 201, 250), "one": (250, 1, 250), "a": (500, 100, 250),
+        "soon": (700, 0, 0)}
+
+
+def test_a_task_due_at_the_windows_end_keeps_its_whole_margin_and_so_does_one_not_waited_for(direct):
+    """direct_early_margin_ms 1,000 (the most with a 900-s window), the default wait bound (750 ms): a
+    row due exactly 900 s after the poll's clock aims at 901 s, beyond 900 s of DelaySeconds from any
+    moment in the next second: it is sent a second after now with 900 s, visible on its target. A row
+    due in 800 ms is not waited for (past the wait bound): sent at once, it goes with a delay, so with
+    the margin: 2 s, visible 1,200 ms after its due ms. Mutants: the phase kept in [now, now + 1 s)
+    (edge sent at T0 with 900 s, the margin lost); the margin only for rows a second away (near sent
+    with 1 s, a timer up to 200 ms early would show it early: the benchmark's early reading found it)."""
+    direct.settings = direct.deps.settings = dataclasses.replace(direct.settings, direct_early_margin_ms=1000,
+                                                                 direct_max_wait_ms=750)
+    sent = sends(direct)
+    direct.put_raw(sk(900_000, "edge"), {"n": "edge"})
+    direct.put_raw(sk(800, "near"), {"n": "near"})
+    poll(direct.deps)
+    assert {body["id"]: (at - T0_MS, delay, body["lateness_ms"]) for at, _, delay, body in sent} == {
+        "near": (0, 2, 1_200), "edge": (1_000, 900, 1_000)}

@@ -46,6 +46,18 @@ def test_validation_errors(env, match):
         load_settings(env)
 
 
+def test_the_direct_early_margin_reaches_as_far_as_the_longest_delay_from_the_windows_end():
+    """0..901,000 - the window in ms: a task due at the window's end is still visible at due + margin
+    with 900 s of DelaySeconds sent a second or less after now (planning.aligned_send_times). Mutant:
+    no upper bound (a margin past it would be lost at the window's end)."""
+    assert load_settings({ENV["direct_early_margin_ms"]: "1000"}).direct_early_margin_ms == 1000
+    assert Settings(window_seconds=600, direct_early_margin_ms=301_000).max_direct_early_margin_ms == 301_000
+    for bad, window in (("-1", "900"), ("1001", "900"), ("301001", "600")):
+        with pytest.raises(ValueError, match="direct_early_margin_ms must be 0..") as exc:
+            load_settings({ENV["direct_early_margin_ms"]: bad, ENV["window_seconds"]: window})
+        assert str(901_000 - int(window) * 1000) in str(exc.value)
+
+
 def test_env_names_are_unique_and_cover_settings():
     assert len(set(ENV.values())) == len(ENV)
     assert set(ENV) <= set(Settings.__dataclass_fields__)

@@ -431,13 +431,13 @@ def test_a_direct_send_is_never_visible_before_its_due_ms_nor_a_step_after(now, 
             assert dues[i] <= at + d * 1000 < max(dues[i], now) + step
 
 
+# a direct sender's plan: its clock, its rows' due ms (from now), its align step and its wait bound
+DIRECT_PLANS = dict(now=st.integers(T0, T0 + 10**10), offsets=st.lists(st.integers(-5_000, 900_000), max_size=40),
+                    step=st.integers(1, 1000), max_wait=st.integers(0, 1000))
+
+
 @settings(max_examples=300, deadline=None)
-@given(
-    now=st.integers(T0, T0 + 10**10),
-    offsets=st.lists(st.integers(-5_000, 900_000), max_size=40),
-    step=st.integers(1, 1000),
-    max_wait=st.integers(0, 1000),
-)
+@given(**DIRECT_PLANS)
 def test_a_direct_send_waits_at_most_max_wait_and_is_late_by_less_than_a_second_minus_it(now, offsets, step,
                                                                                            max_wait):
     """``max_wait_ms``: a phase further than that is not waited for: the event goes at now (with the
@@ -455,3 +455,73 @@ def test_a_direct_send_waits_at_most_max_wait_and_is_late_by_less_than_a_second_
             assert visible >= dues[i]
             # a far one, sent with a bucket up to a step after now: < 1,000 - max_wait + that step late
             assert visible - max(dues[i], now) < 1000 - max_wait + step
+
+
+@pytest.mark.parametrize("offset, margin, max_wait, expected", [
+    (1_000, 250, 1000, 1_250), (900_000, 1000, 750, 901_000), (999, 1000, 1000, 999), (0, 1000, 750, 0),
+    (-5_000, 1000, 0, -5_000), (60_000, 0, 750, 60_000), (750, 500, 750, 750), (751, 500, 750, 1_251),
+])
+def test_a_direct_target_carries_the_early_margin_only_when_a_timer_is_involved(offset, margin, max_wait, expected):
+    """Under a second away (or past) and waited for: planned at its due ms, sent then with no delay
+    (visible once sent); any other: planned with DelaySeconds, aimed at due + margin (751 ms away
+    with a wait bound of 750: its phase is at 251 ms, sent with 1 s, rather than at once with 2 s).
+    Mutants: the margin on every target (a task due in 999 ms would wait for a second more); the wait
+    bound ignored (751 ms: sent at once with 2 s, visible 1,249 ms after its due ms)."""
+    from punctual.core.planning import direct_target_ms
+
+    assert direct_target_ms(T0 + offset, T0, margin, max_wait) == T0 + expected
+
+
+@pytest.mark.parametrize("offset, margin, expected", [
+    (0, 1000, 0), (-5_000, 1000, 0), (1, 1000, 2), (800, 1000, 2), (1_000, 1000, 2), (1_001, 1000, 3),
+    (1, 0, 1), (60_000, 0, 60), (899_500, 1000, 900),
+])
+def test_a_direct_event_goes_with_no_delay_once_due_else_towards_due_plus_the_margin(offset, margin, expected):
+    """Whatever the plan: a send at or after the due ms has no timer (DelaySeconds 0); any other is
+    rounded up towards due + margin, so even one not waited for (sent a second early) keeps it.
+    Mutant: the margin only for events a second away (800 ms -> 1 s, visible 200 ms after due)."""
+    from punctual.core.planning import direct_delay_seconds
+
+    assert direct_delay_seconds(T0 + offset, T0, margin) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(**DIRECT_PLANS, margin=st.integers(0, 1000))
+def test_every_direct_send_with_a_timer_keeps_the_whole_margin(now, offsets, step, max_wait, margin):
+    """Planned as the direct sender plans (targets from direct_target_ms, the wait bound, buckets), each
+    event either goes with no delay at or after its due ms (no timer), or is visible at due + margin at
+    the earliest under an exact timer (so a timer up to the margin early is never early), and less
+    than 1,000 - max_wait (+ a step) after that. Mutants: the margin only for events a second away; an
+    event under a second away but not waited for planned at its due ms (sent at once, a second late)."""
+    from punctual.core.planning import aligned_send_times, direct_delay_seconds, direct_target_ms
+
+    dues = [now + off for off in offsets]
+    plan = aligned_send_times([direct_target_ms(d, now, margin, max_wait) for d in dues], now, step, near=True,
+                              max_wait_ms=max_wait)
+    assert sorted(i for _, idx in plan for i in idx) == list(range(len(dues)))
+    for at, idx in plan:
+        for i in idx:
+            d = direct_delay_seconds(dues[i], at, margin)
+            assert 0 <= d <= 900
+            if d == 0:
+                assert at >= dues[i]
+            else:
+                assert dues[i] + margin <= at + d * 1000 < dues[i] + margin + 1000 - max_wait + step
+
+
+@pytest.mark.parametrize("max_wait", [0, 750, 1000])
+def test_a_target_beyond_the_longest_delay_is_sent_900_s_before_it_whatever_the_wait_bound(max_wait):
+    """A target more than 900 s away is out of DelaySeconds' reach from now: its phase is waited for,
+    past max_wait (900.999 s: at 999 ms); one 901 s away (a task due at the window's end, plus a margin
+    of 1 s) has no moment in the next second a whole number of seconds, at most 900, before it: it is
+    sent 900 s before it, a second after now. 900 s exactly is reached from now. Mutants: the phase in
+    [now, now + 1 s) (901 s sent at now with 900 s: visible 1 s before the target); the wait bound
+    applied to them (sent at now, 900 s clamped: visible up to a second before the target)."""
+    from punctual.core.planning import aligned_send_times
+
+    def plan(offset: int) -> list[tuple[int, list[int]]]:
+        return aligned_send_times([T0 + offset], T0, 100, near=True, max_wait_ms=max_wait)
+
+    assert plan(901_000) == [(T0 + 1_000, [0])] and delay_seconds(T0 + 901_000, T0 + 1_000) == 900
+    assert plan(900_999) == [(T0 + 999, [0])] and delay_seconds(T0 + 900_999, T0 + 999) == 900
+    assert plan(900_000) == [(T0, [0])]

@@ -9,7 +9,8 @@ message whose send failed for good. A crash between claim and send leaves claime
 orphan check resends later: late, never lost, never early.
 
 In direct delivery (Settings.delivery) the message is the task's delivered event itself, sent to
-the delivery queue at the moment that makes it visible on its due ms (:func:`_deliver`); the rows
+the delivery queue at the moment that makes it visible on its due ms + the early margin
+(:func:`_deliver`); the rows
 sent are then taken out.
 """
 
@@ -32,6 +33,8 @@ from punctual.core.parallel import Skipped, pmap_or_stop
 from punctual.core.planning import (
     aligned_send_times,
     delay_seconds,
+    direct_delay_seconds,
+    direct_target_ms,
     extra_wake_ms,
     group_by_due,
     group_extra_wake_ms,
@@ -239,22 +242,27 @@ def _claim_and_deliver_chunk(ddb: DynamoDBClient, sqs: SQSClient, s: Settings, c
 def _deliver(sqs: SQSClient, s: Settings, clock: Clock, tasks: Sequence[Task],
              visible: dict[int, int]) -> list[Failed]:
     """Send each task's event to the delivery queue, failures returned (``ref``: the task's index).
-    Each goes at its phase (planning.aligned_send_times, ``near``): DelaySeconds rounded up from a
-    clock read right before the call make it visible at its due ms at the earliest, and at most
-    ``s.align_step_ms`` after it; one whose phase is more than ``s.direct_max_wait_ms`` away goes
-    at once, visible less than ``1000 - direct_max_wait_ms`` after its due ms. With less than
-    ALIGN_RESERVE_MS of the invocation left, all go at once (each up to a second after its due ms).
-    ``visible`` gets, by index, when each event sent becomes visible (its body's ``delivered_at``)."""
+    Each goes at its phase (planning.aligned_send_times, ``near``) for its target
+    (planning.direct_target_ms: due + ``s.direct_early_margin_ms``, or its due ms when under a second
+    away and waited for). Its DelaySeconds (planning.direct_delay_seconds), from a clock read right before the call
+    (before SQS can start its timer), are none once due, else rounded up towards due + the margin: it
+    is visible at its target at the earliest under an exact timer, and at most ``s.align_step_ms``
+    after it. One whose phase is more than ``s.direct_max_wait_ms`` away goes at once, visible less
+    than ``1000 - direct_max_wait_ms`` after due + the margin. With less than ALIGN_RESERVE_MS of the
+    invocation left, all go at once (each up to a second after due + the margin). ``visible`` gets, by
+    index, when each event sent becomes visible (its body's ``delivered_at``)."""
     def render(i: int, now_ms: int, delay_s: int) -> str:
         visible[i] = now_ms + delay_s * 1000
         return direct_body(tasks[i], s, now_ms, delay_s)
 
-    now, due = clock.now_ms(), {i: t.due_ms for i, t in enumerate(tasks)}
-    plan = (aligned_send_times(list(due.values()), now, s.align_step_ms, near=True, max_wait_ms=s.direct_max_wait_ms)
-            if _time_to_align(clock) else [(now, list(due))])
+    now, margin = clock.now_ms(), s.direct_early_margin_ms
+    wait = s.direct_max_wait_ms
+    plan = (aligned_send_times([direct_target_ms(t.due_ms, now, margin, wait) for t in tasks], now, s.align_step_ms,
+                               near=True, max_wait_ms=wait)
+            if _time_to_align(clock) else [(now, list(range(len(tasks))))])
     out = [Outgoing(ref=i, body=direct_body(t, s, t.due_ms, 0), render=partial(render, i)) for i, t in enumerate(tasks)]
     return _send_at(sqs, s.delivery_queue_url, s, clock, [(at, [out[i] for i in idx]) for at, idx in plan],
-                    lambda o: delay_seconds(due[o.ref], clock.now_ms()))  # type: ignore[index]
+                    lambda o: direct_delay_seconds(tasks[o.ref].due_ms, clock.now_ms(), margin))  # type: ignore[call-overload]
 
 
 def direct_body(task: Task, s: Settings, now_ms: int, delay_s: int) -> str:
